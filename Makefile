@@ -1,0 +1,34 @@
+# Two commands for a fresh machine with Python 3 and make:
+#   make lab   - virtual environment, install, JupyterLab on notebooks/
+#   make test  - same set-up, then tests/ and every notebook under nbval (strict)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+
+.PHONY: setup test test-e2e lab bench goldens clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -e '.[notebooks,test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e" tests notebooks $(NBVAL)
+
+test-e2e: $(STAMP)
+	$(BIN)/python -m pip install -e '.[e2e]'
+	$(BIN)/python -m pytest -m e2e tests/e2e
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_sparse_step.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis artifacts

@@ -1,0 +1,248 @@
+"""Lazy sparse Adam: moments and parameters change only where the gradient has entries.
+
+Each coordinate ``i`` keeps ``m_i``, ``v_i`` and ``last_step_i``, the global step
+at which it was last touched (0 = never). At global step ``t`` (the number of
+``step`` calls so far, empty gradients included) a touched coordinate with
+gradient ``g`` (negated first when ``maximize``) is updated as follows.
+
+``LazyAdamMode.LAZY`` (TensorFlow's LazyAdam; ``torch.optim.SparseAdam`` up to
+its eps placement) decays the moments once, however long ``i`` was dormant::
+
+    m_i = beta1 * m_i + (1 - beta1) * g
+    v_i = beta2 * v_i + (1 - beta2) * g**2
+
+``LazyAdamMode.DORMANCY_DECAY`` first applies the decay that dense Adam fed zero
+gradients would have applied while ``i`` was dormant::
+
+    gap = t - last_step_i                      (>= 1)
+    m_i = beta1**gap * m_i + (1 - beta1) * g
+    v_i = beta2**gap * v_i + (1 - beta2) * g**2
+
+so at every touch ``m_i``, ``v_i`` equal dense Adam's (to rounding); a
+coordinate touched on every step has ``gap == 1`` and follows plain Adam
+exactly. Both modes then use the *global* step for bias correction::
+
+    m_hat = m_i / (1 - beta1**t)
+    v_hat = v_i / (1 - beta2**t)
+    p_i = p_i - lr * m_hat / (sqrt(v_hat) + eps)
+
+with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam`` (evaluated, as
+torch does, as ``lr / (1 - beta1**t) * m_i / (sqrt(v_i) / sqrt(1 - beta2**t) + eps)``)
+and ``last_step_i = t``. Parameters never receive an update on dormant steps, so
+the parameter trajectory differs from dense Adam by design in both modes.
+
+Source: the sparse optimizer module's specification (lazy Adam with dormancy
+catch-up); Kingma & Ba, "Adam" (2015) for the dense recursion.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparse_opt._sparse_base import SparseOptimizer, Target
+from sparse_opt._validation import check_bool, check_scalar
+
+
+class LazyAdamMode(enum.Enum):
+    """How a dormant coordinate's moments catch up when it is touched again."""
+
+    LAZY = "lazy"
+    DORMANCY_DECAY = "dormancy_decay"
+
+
+@dataclass(frozen=True)
+class SparseAdamConfig:
+    """Hyper-parameters of :class:`SparseAdam` and :class:`SparseAdamTable`.
+
+    Parameters
+    ----------
+    lr : float
+        Learning rate, ``>= 0``.
+    beta1, beta2 : float
+        Moment decay rates, in ``[0, 1)``.
+    eps : float
+        Added to ``sqrt(v_hat)``, ``>= 0``.
+    mode : LazyAdamMode or {"lazy", "dormancy_decay"}
+    maximize : bool
+        Ascend instead of descend.
+    """
+
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    mode: LazyAdamMode = LazyAdamMode.LAZY
+    maximize: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
+        object.__setattr__(self, "beta1", check_scalar("beta1", self.beta1, low=0.0, high=1.0, high_open=True))
+        object.__setattr__(self, "beta2", check_scalar("beta2", self.beta2, low=0.0, high=1.0, high_open=True))
+        object.__setattr__(self, "eps", check_scalar("eps", self.eps, low=0.0))
+        object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
+        mode = self.mode
+        if not isinstance(mode, LazyAdamMode):
+            try:
+                mode = LazyAdamMode(mode)
+            except ValueError:
+                choices = ", ".join(repr(m.value) for m in LazyAdamMode)
+                raise ValueError(f"Invalid mode: {self.mode!r} (expected a LazyAdamMode or one of {choices})") from None
+        object.__setattr__(self, "mode", mode)
+
+    def as_dict(self) -> dict[str, float | bool | str]:
+        """The fields as plain Python scalars (``mode`` as its string value)."""
+        return {
+            "lr": self.lr,
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "eps": self.eps,
+            "mode": self.mode.value,
+            "maximize": self.maximize,
+        }
+
+
+class BetaPowers:
+    """``beta**k`` for integer arrays ``k``, tabulated for small ``k``.
+
+    Dormancy gaps take few distinct small values, so a table lookup replaces a
+    per-coordinate ``pow``. Entries are ``beta**k`` evaluated in float64 and
+    rounded once to ``dtype``; gaps beyond the table are evaluated the same way,
+    so the result never depends on the table size. ``beta**1 == beta`` exactly.
+    """
+
+    def __init__(self, beta: float, dtype: np.dtype, size: int = 4096) -> None:
+        self.beta = beta
+        self.dtype = np.dtype(dtype)
+        self.table = np.power(beta, np.arange(size, dtype=np.float64)).astype(self.dtype)
+
+    def __call__(self, k: np.ndarray) -> np.ndarray:
+        size = self.table.size
+        if k.size == 0 or int(k.max()) < size:
+            return self.table[k]
+        out = self.table[np.minimum(k, size - 1)]
+        big = k >= size
+        out[big] = np.power(self.beta, k[big].astype(np.float64)).astype(self.dtype)
+        return out
+
+
+def sparse_adam_update(
+    param: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    last_step: np.ndarray,
+    index: np.ndarray,
+    grad: np.ndarray,
+    step: int,
+    config: SparseAdamConfig,
+    powers: tuple[BetaPowers, BetaPowers] | None = None,
+) -> None:
+    """Apply one lazy Adam step at global step ``step`` to ``param[index]`` in place.
+
+    ``grad`` has the shape of ``param[index]``. ``powers`` (``beta1``, ``beta2``
+    tables) is required in ``DORMANCY_DECAY`` mode. See the module docstring for
+    the equations. Costs O(len(grad)).
+    """
+    beta1, beta2 = config.beta1, config.beta2
+    g = -grad if config.maximize else grad
+    if config.mode is LazyAdamMode.DORMANCY_DECAY:
+        if powers is None:
+            raise ValueError("DORMANCY_DECAY needs the beta power tables")
+        gap = step - last_step[index]
+        decay1, decay2 = powers[0](gap), powers[1](gap)
+    else:
+        decay1, decay2 = beta1, beta2
+    m_new = decay1 * m[index]
+    m_new += (1.0 - beta1) * g
+    v_new = decay2 * v[index]
+    v_new += (1.0 - beta2) * (g * g)
+    bias_correction1 = 1.0 - beta1**step
+    bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
+    denom = np.sqrt(v_new)
+    denom /= bias_correction2_sqrt
+    denom += config.eps
+    update = m_new / denom
+    update *= config.lr / bias_correction1
+    m[index] = m_new
+    v[index] = v_new
+    param[index] -= update
+    last_step[index] = step
+
+
+class SparseAdam(SparseOptimizer):
+    """Lazy Adam over a 1-D parameter vector, stepped with :class:`~sparse_opt.CooGradient`.
+
+    Parameters
+    ----------
+    params : ndarray, 1-D, float32 or float64
+        Updated in place (the caller's array is the model).
+    config : SparseAdamConfig
+        ``mode`` picks ``LAZY`` or ``DORMANCY_DECAY`` (module docstring).
+
+    Attributes
+    ----------
+    m, v : ndarray
+        First and second moments (the parameters' dtype and shape).
+    last_step : ndarray of int64
+        Global step of each coordinate's last update, 0 if never touched.
+    step_count : int
+        The global step ``t``: ``step`` calls so far.
+    """
+
+    _ndim = 1
+    _config_type = SparseAdamConfig
+
+    def __init__(self, params: np.ndarray, config: SparseAdamConfig | None = None) -> None:
+        super().__init__(params, SparseAdamConfig() if config is None else config)
+        self.m = np.zeros_like(self.params)
+        self.v = np.zeros_like(self.params)
+        self.last_step = np.zeros(self.params.shape, dtype=np.int64)
+        self._powers = None
+        if self.config.mode is LazyAdamMode.DORMANCY_DECAY:
+            self._powers = (
+                BetaPowers(self.config.beta1, self.params.dtype),
+                BetaPowers(self.config.beta2, self.params.dtype),
+            )
+
+    def _state_arrays(self) -> dict[str, np.ndarray]:
+        return {"m": self.m, "v": self.v, "last_step": self.last_step}
+
+    def _check_loaded(self, arrays: dict[str, np.ndarray], step_count: int) -> None:
+        super()._check_loaded(arrays, step_count)
+        last = arrays["last_step"]
+        bad = (last < 0) | (last > step_count)
+        if bad.any():
+            k = int(np.flatnonzero(bad.reshape(-1))[0])
+            raise ValueError(
+                f"state_dict['last_step'] has {int(last.reshape(-1)[k])} at flat position {k}, "
+                f"outside [0, step_count = {step_count}]"
+            )
+        if (arrays["v"] < 0).any():
+            raise ValueError("state_dict['v'] has a negative entry")
+
+    def _apply(self, target: Target, step: int) -> None:
+        sparse_adam_update(
+            target.view(self.params),
+            target.view(self.m),
+            target.view(self.v),
+            target.view(self.last_step),
+            target.index,
+            target.grad,
+            step,
+            self.config,
+            self._powers,
+        )
+
+
+class SparseAdamTable(SparseAdam):
+    """Lazy Adam over a 2-D embedding table, stepped with :class:`~sparse_opt.CsrGradient`.
+
+    Identical results to :class:`SparseAdam` run on ``params.reshape(-1)`` with
+    ``csr.to_coo()``; ``m``, ``v``, ``last_step`` have the table's shape. Complete
+    rows (an embedding lookup's gradient) are gathered and scattered row-wise.
+    """
+
+    _ndim = 2
