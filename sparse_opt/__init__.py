@@ -19,16 +19,10 @@ from sparse_opt.dense_adam import DenseAdam
 from sparse_opt.sparse_adam import LazyAdamMode, SparseAdam, SparseAdamConfig, SparseAdamTable
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig, SparseSgdTable
 
-# Dense optimizers over lists of arrays (one module each).
-from sparse_opt.adafactor import Adafactor  # noqa: E402
-from sparse_opt.egdd import EGDD  # noqa: E402
-
 __all__ = [
-    "Adafactor",
     "CooGradient",
     "CsrGradient",
     "DenseAdam",
-    "EGDD",
     "LazyAdamMode",
     "SparseAdam",
     "SparseAdamConfig",

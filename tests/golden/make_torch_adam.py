@@ -335,23 +335,19 @@ def make_lazy_sparse_adam(dtype: str) -> dict[str, np.ndarray]:
         idx = rng.integers(0, min(n - 1, 8 + t // 2), size=k)
         signs = rng.choice([-1.0, 1.0], size=n)
         val = _signed_magnitudes(rng, signs[idx], 1.0).astype(dtype)
-        p.grad = torch.sparse_coo_tensor(
-            torch.tensor(idx, dtype=torch.int64).reshape(1, k), torch.tensor(val, dtype=tdtype),
-            (n,),
-            check_invariants=True,
-        )
+        index = torch.tensor(idx, dtype=torch.int64).reshape(1, k)
+        p.grad = torch.sparse_coo_tensor(index, torch.tensor(val, dtype=tdtype), (n,), check_invariants=True)
         records.append(_sparse_adam_step(opt, p))
         offsets.append(offsets[-1] + k)
         indices.append(idx)
         values.append(val)
     params, exp_avg, exp_avg_sq, step = zip(*records)
-    grad_indices = np.concatenate(indices).astype(np.int64)
     assert sum(len(np.unique(i)) < len(i) for i in indices) >= 5, "too few steps with repeated indices"
     return {
         **_metadata(dtype, SPARSE_ADAM_CALL, SPARSE_LR, SPARSE_EPS, case_id, num_steps),
         "p0": p0,
         "grad_offsets": np.array(offsets, dtype=np.int64),
-        "grad_indices": grad_indices,
+        "grad_indices": np.concatenate(indices).astype(np.int64),
         "grad_values": np.concatenate(values).astype(dtype),
         "params": np.stack(params),
         "exp_avg": np.stack(exp_avg),
