@@ -72,7 +72,7 @@ def locate(grad: object, params: np.ndarray) -> Target:
     values = grad.values.astype(dtype, copy=False)
     if grad.full_rows:
         rows = values.reshape(grad.touched_rows.size, params.shape[1])
-        check_finite(rows, "grad rows", None)
+        check_finite(rows, "grad rows", grad.touched_rows, "table row")
         return Target(grad.touched_rows, rows, by_rows=True)
     index = grad.linear_indices()
     check_finite(values, "grad.values", index)

@@ -36,20 +36,24 @@ def check_param_array(x: object, ndim: int | None, name: str = "params") -> np.n
     return x
 
 
-def check_finite(values: np.ndarray, name: str, positions: np.ndarray | None = None) -> None:
+def check_finite(
+    values: np.ndarray, name: str, positions: np.ndarray | None = None, position_name: str = "coordinate"
+) -> None:
     """Raise ``ValueError`` naming the first NaN or infinite entry of ``values``.
 
-    ``positions``, when given, maps an entry of ``values`` to the coordinate it
-    stands for (a sparse gradient's indices), so the message can name both.
+    ``positions``, when given, maps the first axis of ``values`` to what it stands
+    for (a sparse gradient's coordinates, or a table's row ids), so the message
+    can name both.
     """
     finite = np.isfinite(values)
     if finite.all():
         return
     first = int(np.flatnonzero(~finite.reshape(-1))[0])
-    where = np.unravel_index(first, values.shape) if values.ndim > 1 else first
+    where = tuple(int(i) for i in np.unravel_index(first, values.shape))
+    label = where[0] if len(where) == 1 else where
     bad = values.reshape(-1)[first]
-    at = f" (coordinate {int(positions.reshape(-1)[first])})" if positions is not None else ""
-    raise ValueError(f"{name}[{where}] = {bad} is not finite{at}")
+    at = f" ({position_name} {int(positions[where[0]])})" if positions is not None else ""
+    raise ValueError(f"{name}[{label}] = {bad} is not finite{at}")
 
 
 def check_scalar(
