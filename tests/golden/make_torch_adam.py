@@ -68,6 +68,16 @@ BETA1, BETA2 = 0.9, 0.999
 ADAM_LR, ADAM_EPS = 1e-2, 1e-8
 SPARSE_LR, SPARSE_EPS = 1e-2, 1e-20
 MIN_ABS_GRAD = 0.1
+ADAM_CALL = (
+    f"torch.optim.Adam([p], lr={ADAM_LR}, betas=({BETA1}, {BETA2}), eps={ADAM_EPS}, weight_decay=0.0, "
+    "amsgrad=False, foreach=False, fused=False)"
+)
+SPARSE_ADAM_CALL = f"torch.optim.SparseAdam([p], lr={SPARSE_LR}, betas=({BETA1}, {BETA2}), eps={SPARSE_EPS})"
+TABLE_CALL = (
+    f"torch.optim.SparseAdam([emb.weight], lr={SPARSE_LR}, betas=({BETA1}, {BETA2}), eps={SPARSE_EPS}) with "
+    "emb = torch.nn.Embedding.from_pretrained(p0, freeze=False, sparse=True) and "
+    "loss = (emb(row_ids) * row_grads).sum()"
+)
 
 
 def _torch_dtype(dtype: str) -> torch.dtype:
@@ -75,7 +85,9 @@ def _torch_dtype(dtype: str) -> torch.dtype:
     return {"float64": torch.float64, "float32": torch.float32}[dtype]
 
 
-def _metadata(dtype: str, torch_call: str, lr: float, eps: float, case_id: int, num_steps: int) -> dict[str, np.ndarray]:
+def _metadata(
+    dtype: str, torch_call: str, lr: float, eps: float, case_id: int, num_steps: int
+) -> dict[str, np.ndarray]:
     """Return the metadata arrays every golden file stores.
 
     Parameters
@@ -164,13 +176,6 @@ def _adam_trajectory(
         exp_avg_sq.append(state["exp_avg_sq"].numpy().copy())
         step.append(int(state["step"].item()))
     return np.stack(params), np.stack(exp_avg), np.stack(exp_avg_sq), np.array(step, dtype=np.int64)
-
-
-ADAM_CALL = (
-    f"torch.optim.Adam([p], lr={ADAM_LR}, betas=({BETA1}, {BETA2}), eps={ADAM_EPS}, weight_decay=0.0, "
-    "amsgrad=False, foreach=False, fused=False)"
-)
-SPARSE_ADAM_CALL = f"torch.optim.SparseAdam([p], lr={SPARSE_LR}, betas=({BETA1}, {BETA2}), eps={SPARSE_EPS})"
 
 
 def make_dense_adam(dtype: str) -> dict[str, np.ndarray]:
@@ -387,11 +392,6 @@ def make_lazy_sparse_adam_table(dtype: str) -> dict[str, np.ndarray]:
     tdtype = _torch_dtype(dtype)
     emb = torch.nn.Embedding.from_pretrained(torch.tensor(p0, dtype=tdtype), freeze=False, sparse=True)
     opt = torch.optim.SparseAdam([emb.weight], lr=SPARSE_LR, betas=(BETA1, BETA2), eps=SPARSE_EPS)
-    torch_call = (
-        f"{SPARSE_ADAM_CALL.replace('[p]', '[emb.weight]')} with "
-        "emb = torch.nn.Embedding.from_pretrained(p0, freeze=False, sparse=True), "
-        "loss = (emb(row_ids) * row_grads).sum()"
-    )
     offsets, ids, grads, records = [0], [], [], []
     for t in range(num_steps):
         k = 0 if t == empty_step else int(rng.integers(1, 7))
@@ -411,7 +411,7 @@ def make_lazy_sparse_adam_table(dtype: str) -> dict[str, np.ndarray]:
     params, exp_avg, exp_avg_sq, step = zip(*records)
     assert sum(len(np.unique(i)) < len(i) for i in ids) >= 5, "too few steps with repeated row ids"
     return {
-        **_metadata(dtype, torch_call, SPARSE_LR, SPARSE_EPS, case_id, num_steps),
+        **_metadata(dtype, TABLE_CALL, SPARSE_LR, SPARSE_EPS, case_id, num_steps),
         "p0": p0,
         "lookup_offsets": np.array(offsets, dtype=np.int64),
         "row_ids": np.concatenate(ids).astype(np.int64),
