@@ -30,5 +30,14 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sparse_step.py
 
+# Regenerate the golden vectors: needs torch==2.13.0 (TORCH_PYTHON) and
+# tensorflow-cpu==2.21.0 + lingvo==0.14.2 (TF_PYTHON) in their own environments.
+TORCH_PYTHON ?= python3
+TF_PYTHON ?= python3
+goldens:
+	$(TORCH_PYTHON) tests/golden/make_torch_adam.py
+	$(TORCH_PYTHON) tests/golden/make_torch_adafactor.py
+	$(TF_PYTHON) tests/golden/make_lingvo_egdd.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis artifacts

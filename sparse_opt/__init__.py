@@ -13,16 +13,20 @@ Only numpy is required. ``sparse_opt.demos`` (matplotlib, ipywidgets) holds the
 plain functions behind the notebooks and is not imported here.
 """
 
+from sparse_opt.adafactor import Adafactor
 from sparse_opt.coo import CooGradient
 from sparse_opt.csr import CsrGradient
 from sparse_opt.dense_adam import DenseAdam
+from sparse_opt.egdd import EGDD
 from sparse_opt.sparse_adam import LazyAdamMode, SparseAdam, SparseAdamConfig, SparseAdamTable
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig, SparseSgdTable
 
 __all__ = [
+    "Adafactor",
     "CooGradient",
     "CsrGradient",
     "DenseAdam",
+    "EGDD",
     "LazyAdamMode",
     "SparseAdam",
     "SparseAdamConfig",

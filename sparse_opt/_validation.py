@@ -64,15 +64,17 @@ def check_scalar(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
+    allow_inf: bool = False,
 ) -> float:
-    """Return ``value`` as a finite float inside the given bounds, or raise.
+    """Return ``value`` as a float inside the given bounds, or raise.
 
-    ``low``/``high`` are inclusive unless ``low_open``/``high_open``.
+    ``low``/``high`` are inclusive unless ``low_open``/``high_open``. NaN is
+    always refused, infinities unless ``allow_inf``.
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     v = float(value)
-    if not math.isfinite(v):
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
         raise ValueError(f"Invalid {name}: {v} (must be finite)")
     if low is not None and (v < low or (low_open and v == low)):
         bound = f"> {low}" if low_open else f">= {low}"
@@ -150,12 +152,13 @@ def check_dense_grads(grads: object, params: list[np.ndarray]) -> list[np.ndarra
     """Check one dense gradient per parameter and cast each to its dtype.
 
     ``grads`` is a list (or, for a single parameter, one array) with one entry per
-    parameter; ``None`` skips that parameter. A sparse gradient object
+    parameter; ``None`` skips that parameter. A gradient that shares memory with a
+    parameter is copied (as ``p.grad`` in torch never aliases ``p``). A sparse gradient object
     (:class:`~sparse_opt.CooGradient`, :class:`~sparse_opt.CsrGradient`, or
     anything that is not array-like numbers) is refused with ``TypeError``. Shapes
     must match exactly and every value must be finite.
     """
-    if isinstance(grads, np.ndarray) and len(params) == 1:
+    if isinstance(grads, (np.ndarray, np.generic)) and len(params) == 1:
         grads = [grads]
     if not isinstance(grads, (list, tuple)):
         raise TypeError(f"grads must be a list with one entry per parameter, got {type(grads).__name__}")
@@ -176,7 +179,16 @@ def check_dense_grads(grads: object, params: list[np.ndarray]) -> list[np.ndarra
             raise TypeError(f"grads[{i}] must hold real numbers, got dtype {a.dtype}")
         if a.shape != p.shape:
             raise ValueError(f"grads[{i}] has shape {a.shape} but params[{i}] has shape {p.shape}")
-        a = a.astype(p.dtype, copy=False)
         check_finite(a, f"grads[{i}]")
+        if a.dtype != p.dtype:
+            with np.errstate(over="ignore"):
+                cast = a.astype(p.dtype)
+            overflow = ~np.isfinite(cast)
+            if overflow.any():
+                bad = a.reshape(-1)[int(np.flatnonzero(overflow.reshape(-1))[0])]
+                raise ValueError(f"grads[{i}] holds {bad}, which overflows {p.dtype}")
+            a = cast
+        if any(np.may_share_memory(a, q) for q in params):
+            a = a.copy()  # step([p]) must not see p change in the middle of the update
         out.append(a)
     return out

@@ -1,0 +1,352 @@
+r"""Adafactor with the semantics of ``torch.optim.Adafactor`` (PyTorch >= 2.5).
+
+Adafactor (Shazeer & Stern, 2018, "Adafactor: Adaptive Learning Rates with
+Sublinear Memory Cost", https://arxiv.org/abs/1804.04235) keeps, for a matrix
+gradient, only a row and a column statistic of ``g**2`` instead of Adam's full
+second moment: ``R + C`` numbers for an ``(R, C)`` matrix, not ``R * C``.
+
+This module follows ``torch.optim.Adafactor`` (``torch/optim/_adafactor.py``,
+``_single_tensor_adafactor``), including where it deviates from the paper. For
+parameter ``p`` with gradient ``G`` and its own step count ``t``::
+
+    G       = -grad if maximize else grad
+    t       = t + 1
+    1 - beta2_t = t ** beta2_decay                       # beta2_decay <= 0
+    rho     = min(lr, 1 / sqrt(t))                        # paper: min(1e-2, 1/sqrt(t))
+    alpha   = max(eps2, RMS(p)) * rho                     # RMS of p before the decay
+    p       = p * (1 - lr * weight_decay)                 # decoupled weight decay
+    if G.ndim >= 2:                                       # factored over the last two dims
+        R   = lerp(R, mean(G**2, axis=-1), 1 - beta2_t)   # (..., R, 1)
+        C   = lerp(C, mean(G**2, axis=-2), 1 - beta2_t)   # (..., 1, C)
+        V   = (R @ C) / max(mean(R, axis=-2), eps1)
+    else:                                                 # 0-d and 1-d: full V
+        V   = lerp(V, G**2, 1 - beta2_t)
+    U       = G / sqrt(max(V, eps1**2))
+    p       = p - alpha * U / max(1, RMS(U) / d)
+
+``RMS(x) = norm(x) / sqrt(x.size)`` and ``lerp(a, b, w) = a + w * (b - a)``.
+Leading dimensions of a 3-D+ parameter are a batch: each trailing matrix has
+its own factors.
+
+The eps1 deviation from the paper (torch's, kept here): the paper adds ``eps1``
+to ``G**2`` before the row/column statistics. ``torch.optim.Adafactor`` leaves
+the statistics alone and applies ``eps1`` afterwards, once as a floor of the
+row-factor mean that divides ``V`` and once as a floor ``eps1**2`` of ``V``
+(``eps1`` on ``sqrt(V)``). ``eps1=None`` means ``np.finfo(p.dtype).eps``.
+
+The op order mirrors torch where it changes rounding: the row/column means are
+``norm(G, axis)**2 / n`` (a square root, then a square); the EMAs use torch's
+two-branch ``lerp``; ``V`` is clamped in place and its reciprocal square root
+taken; ``1 / t**0.5``, ``RMS`` and the clipping denominator are Python floats.
+What remains different is the summation order of the norms and torch's fused
+multiply-adds, so after 25 steps parameters and state agree with torch to a
+few units in the last place of each array's largest entry (float64: 6e-16
+relative, float32: 3e-7, on ``tests/golden/adafactor_*.npz``).
+
+Choices where torch is silent or awkward, made here on purpose:
+
+- ``eps1=None`` resolves to the epsilon of each parameter's own dtype (the
+  contract). torch resolves it once per ``step`` from the first parameter with
+  a gradient, so in a group mixing float32 and float64 the later ones get the
+  first one's epsilon.
+- A parameter with no elements is refused at construction (torch raises
+  ``ZeroDivisionError`` in ``step``).
+- The step count is a Python int (torch keeps a float32 tensor, which stops
+  counting at ``2**24``).
+- State is allocated at construction (``step`` 0, zero statistics), so
+  ``state_dict`` has the same keys before and after the first step; a step 1
+  update overwrites the zeros exactly (``lerp`` with weight 1).
+- ``d = inf`` is accepted and turns update clipping off, as in torch.
+- A gradient that shares memory with a parameter (``opt.step([p])`` for the
+  loss ``0.5 * ||p||**2``) is copied first, so it means the gradient's values
+  at the call, as torch's ``p.grad`` (never a parameter itself) does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from sparse_opt._state_io import check_config, check_keys, take_array, take_int
+from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_finite, check_scalar
+
+
+def _rms(x: np.ndarray) -> float:
+    """``norm(x) / sqrt(x.size)`` as a Python float, in torch's order of operations."""
+    return float(np.linalg.norm(x)) / (x.size**0.5)
+
+
+def _lerp_(state: np.ndarray, end: np.ndarray, weight: float) -> None:
+    """``state += weight * (end - state)`` in place, with ``torch.lerp``'s two branches.
+
+    torch computes ``end - (end - state) * (1 - weight)`` when ``|weight| >= 0.5``
+    (exact at ``weight == 1``), and casts ``weight`` to the arrays' dtype first.
+    """
+    w = state.dtype.type(weight)
+    if abs(w) < 0.5:
+        state += w * (end - state)
+    else:
+        state[...] = end - (end - state) * (1 - w)
+
+
+def _factor_mean(grad: np.ndarray, axis: int) -> np.ndarray:
+    """``mean(grad**2, axis, keepdims=True)`` computed as torch does: ``norm**2 / n``."""
+    mean = np.square(np.linalg.norm(grad, axis=axis, keepdims=True))
+    mean /= grad.shape[axis]
+    return mean
+
+
+def adafactor_update(
+    param: np.ndarray,
+    grad: np.ndarray,
+    step: int,
+    state: Mapping[str, np.ndarray],
+    *,
+    lr: float,
+    beta2_decay: float,
+    eps1: float,
+    eps2: float,
+    d: float,
+    weight_decay: float,
+    maximize: bool,
+) -> None:
+    """Apply one Adafactor update to one parameter, in place.
+
+    The functional core, like torch's ``_single_tensor_adafactor`` for one
+    tensor; the equations are in the module docstring. No argument is checked.
+
+    Parameters
+    ----------
+    param : ndarray
+        The parameter (float32 or float64, at least one element), updated in place.
+    grad : ndarray
+        Finite gradient, ``param``'s shape and dtype. Only read (it must not share
+        memory with ``param``).
+    step : int
+        The step number ``t >= 1`` of this update (the count after incrementing).
+    state : mapping
+        ``"row_var"`` ``(..., R, 1)`` and ``"col_var"`` ``(..., 1, C)`` if
+        ``param.ndim >= 2``, else ``"variance"`` (``param``'s shape); updated in place.
+    lr, beta2_decay, eps2, d, weight_decay, maximize
+        As for :class:`Adafactor`.
+    eps1 : float
+        Already resolved (``None`` replaced by the dtype's epsilon).
+    """
+    if maximize:
+        grad = -grad
+    t = float(step)
+    one_minus_beta2 = t**beta2_decay
+    rho = min(lr, 1 / (t**0.5))
+    alpha = max(eps2, _rms(param)) * rho
+
+    if weight_decay != 0:
+        param *= 1 - lr * weight_decay
+
+    if grad.ndim > 1:
+        row_var, col_var = state["row_var"], state["col_var"]
+        _lerp_(row_var, _factor_mean(grad, -1), one_minus_beta2)
+        _lerp_(col_var, _factor_mean(grad, -2), one_minus_beta2)
+        var_estimate = row_var @ col_var
+        var_estimate /= np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
+    else:
+        variance = state["variance"]
+        _lerp_(variance, grad * grad, one_minus_beta2)
+        var_estimate = variance.copy()
+
+    # eps1 is squared because the square root comes after.
+    update = np.maximum(var_estimate, eps1 * eps1, out=var_estimate)
+    np.sqrt(update, out=update)
+    np.divide(1, update, out=update)
+    update *= grad
+    denom = max(1.0, float(np.linalg.norm(update)) / ((update.size**0.5) * d))
+    update *= -alpha / denom
+    param += update
+
+
+class Adafactor:
+    r"""Adafactor over a list of dense float arrays, as ``torch.optim.Adafactor``.
+
+    Update equations, their source and the deviations from the paper are in the
+    module docstring of :mod:`sparse_opt.adafactor`. In short, per parameter and
+    its own step count ``t``: ``rho = min(lr, t**-0.5)``,
+    ``alpha = max(eps2, RMS(p)) * rho``, ``p *= 1 - lr * weight_decay``, second
+    moment ``V`` (factored into row and column EMAs of ``mean(g**2)`` over the
+    last two dims when ``p.ndim >= 2``) with ``1 - beta2_t = t**beta2_decay``,
+    ``U = g / sqrt(max(V, eps1**2))``, ``p -= alpha * U / max(1, RMS(U) / d)``.
+
+    Parameters
+    ----------
+    params : ndarray or list of ndarray
+        Writeable, C-contiguous float32/float64 arrays of any number of
+        dimensions (at least one element each), updated in place.
+    lr : float
+        ``>= 0``. Cap of the relative step size ``rho`` and coefficient of the
+        weight decay. Default 1e-2.
+    beta2_decay : float
+        ``<= 0``. ``1 - beta2_t = t**beta2_decay``. Default -0.8.
+    eps : (float or None, float)
+        ``(eps1, eps2)``, each ``>= 0``. ``eps1`` floors the row-factor mean and
+        ``sqrt(V)``; ``None`` means the epsilon of each parameter's dtype.
+        ``eps2`` floors ``RMS(p)`` in the step size. Default ``(None, 1e-3)``.
+    d : float
+        ``>= 1`` (``inf`` allowed: no clipping). Update clipping threshold on
+        ``RMS(U)``. Default 1.0.
+    weight_decay : float
+        ``>= 0``. Decoupled: ``p *= 1 - lr * weight_decay``. Default 0.0.
+    maximize : bool
+        Ascend instead of descend (the gradient is negated first).
+
+    Attributes
+    ----------
+    params : list of ndarray
+        The caller's arrays.
+    state : list of dict
+        ``state[i]`` holds ``"step"`` (int, the number of updates of
+        ``params[i]``) and ``"row_var"`` ``(..., R, 1)`` and ``"col_var"``
+        ``(..., 1, C)`` if ``params[i].ndim >= 2``, else ``"variance"``
+        (the parameter's shape); arrays in the parameter's dtype.
+
+    Raises
+    ------
+    ValueError
+        A hyperparameter out of range (the message names the value), or an
+        empty parameter.
+    TypeError
+        A hyperparameter or parameter of the wrong type.
+    """
+
+    def __init__(
+        self,
+        params: np.ndarray | Sequence[np.ndarray],
+        lr: float = 1e-2,
+        beta2_decay: float = -0.8,
+        eps: tuple[float | None, float] = (None, 1e-3),
+        d: float = 1.0,
+        weight_decay: float = 0.0,
+        maximize: bool = False,
+    ) -> None:
+        self.lr = check_scalar("lr", lr, low=0.0)
+        self.beta2_decay = check_scalar("beta2_decay", beta2_decay, high=0.0)
+        if not isinstance(eps, (tuple, list)) or len(eps) != 2:
+            raise TypeError(f"eps must be a pair (eps1 or None, eps2), got {eps!r}")
+        self.eps1 = None if eps[0] is None else check_scalar("eps1", eps[0], low=0.0)
+        self.eps2 = check_scalar("eps2", eps[1], low=0.0)
+        self.d = check_scalar("d", d, low=1.0, allow_inf=True)
+        self.weight_decay = check_scalar("weight_decay", weight_decay, low=0.0)
+        self.maximize = check_bool("maximize", maximize)
+        self.params = as_param_list(params)
+        for i, p in enumerate(self.params):
+            if p.size == 0:
+                raise ValueError(f"params[{i}] has shape {p.shape}: Adafactor needs at least one element")
+        self.state: list[dict[str, Any]] = [{"step": 0, **_zero_state(p)} for p in self.params]
+
+    @property
+    def eps(self) -> tuple[float | None, float]:
+        """``(eps1, eps2)`` as given (``eps1`` may be ``None``)."""
+        return (self.eps1, self.eps2)
+
+    def step(self, grads: Sequence[np.ndarray | None] | np.ndarray) -> None:
+        """Update every parameter whose gradient is not ``None``.
+
+        Parameters
+        ----------
+        grads : list of (ndarray or None), or one ndarray for a single parameter
+            One dense gradient per parameter, its shape, finite; cast to the
+            parameter's dtype. ``None`` skips that parameter: neither it nor its
+            state changes and its step count does not advance (as in torch).
+
+        Raises
+        ------
+        TypeError
+            A sparse gradient object (anything with ``nnz``) or a non-numeric one.
+        ValueError
+            Wrong number of gradients, a wrong shape, or a NaN/infinite value.
+            Every gradient is checked before anything is updated, so on any
+            error the parameters and the state are exactly as before.
+        """
+        checked = check_dense_grads(grads, self.params)
+        for p, g, state in zip(self.params, checked, self.state):
+            if g is None:
+                continue
+            state["step"] += 1
+            adafactor_update(
+                p,
+                g,
+                state["step"],
+                state,
+                lr=self.lr,
+                beta2_decay=self.beta2_decay,
+                eps1=float(np.finfo(p.dtype).eps) if self.eps1 is None else self.eps1,
+                eps2=self.eps2,
+                d=self.d,
+                weight_decay=self.weight_decay,
+                maximize=self.maximize,
+            )
+
+    def _config(self) -> dict[str, Any]:
+        """Hyperparameters as state_dict entries (``eps1=None`` stored as NaN)."""
+        return {
+            "lr": self.lr,
+            "beta2_decay": self.beta2_decay,
+            "eps1": math.nan if self.eps1 is None else self.eps1,
+            "eps2": self.eps2,
+            "d": self.d,
+            "weight_decay": self.weight_decay,
+            "maximize": self.maximize,
+            "num_params": len(self.params),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Config and copies of every parameter's state, as flat numpy values.
+
+        Keys: ``lr``, ``beta2_decay``, ``eps1`` (NaN for ``None``), ``eps2``,
+        ``d``, ``weight_decay``, ``maximize``, ``num_params``, and per parameter
+        ``i``: ``param.{i}.step`` and ``param.{i}.row_var``/``param.{i}.col_var``
+        or ``param.{i}.variance``. Round-trips through ``np.savez`` and
+        ``np.load(..., allow_pickle=False)``.
+        """
+        out: dict[str, Any] = self._config()
+        for i, state in enumerate(self.state):
+            for key, value in state.items():
+                out[f"param.{i}.{key}"] = np.int64(value) if key == "step" else value.copy()
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` taken from an Adafactor over same-shaped parameters.
+
+        Raises
+        ------
+        ValueError
+            Keys, config, a state array's shape or dtype do not match, a step is
+            negative, or a second-moment statistic is negative or not finite.
+            Everything is checked before anything is replaced, so a refused load
+            leaves the optimizer as it was.
+        """
+        templates = [_zero_state(p) for p in self.params]
+        keys = [f"param.{i}.{k}" for i, t in enumerate(templates) for k in ("step", *t)]
+        check_keys(state_dict, [*self._config(), *keys])
+        check_config(state_dict, self._config())
+        new_state: list[dict[str, Any]] = []
+        for i, template in enumerate(templates):
+            state: dict[str, Any] = {"step": take_int(state_dict, f"param.{i}.step")}
+            for key, zero in template.items():
+                name = f"param.{i}.{key}"
+                value = take_array(state_dict, name, zero.shape, zero.dtype)
+                check_finite(value, f"state_dict[{name!r}]")
+                if (value < 0).any():
+                    raise ValueError(f"state_dict[{name!r}] has a negative entry; a second moment is >= 0")
+                state[key] = value
+            new_state.append(state)
+        self.state = new_state
+
+
+def _zero_state(param: np.ndarray) -> dict[str, np.ndarray]:
+    """Zero second-moment statistics for ``param``, shaped as torch allocates them."""
+    if param.ndim > 1:
+        row_shape = (*param.shape[:-1], 1)
+        col_shape = (*param.shape[:-2], 1, param.shape[-1])
+        return {"row_var": np.zeros(row_shape, param.dtype), "col_var": np.zeros(col_shape, param.dtype)}
+    return {"variance": np.zeros_like(param)}
