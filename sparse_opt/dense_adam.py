@@ -37,7 +37,8 @@ class DenseAdam:
     beta1, beta2 : float
         In ``[0, 1)``.
     eps : float
-        ``>= 0``, added to ``sqrt(v_hat)``.
+        ``>= 0``, added to ``sqrt(v_hat)``. With ``eps = 0`` a coordinate whose
+        gradients have all been zero computes ``0 / 0`` (NaN), as in torch.
 
     Attributes
     ----------
