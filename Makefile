@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
-NBVAL := --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 .PHONY: setup test test-e2e lab bench goldens clean
 
@@ -22,7 +22,7 @@ test: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(BIN)/python -m pip install -e '.[e2e]'
-	$(BIN)/python -m pytest -m e2e tests/e2e
+	$(BIN)/python -m pytest -m e2e tests/e2e -q
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
