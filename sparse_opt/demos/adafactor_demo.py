@@ -1,0 +1,391 @@
+"""Experiments and plots behind ``notebooks/05_adafactor.ipynb``.
+
+Every experiment drives the real :class:`sparse_opt.adafactor.Adafactor` and reads
+its state or its parameters. :func:`factored_estimate` rebuilds ``V`` from that
+state with torch's formula, so that ``U`` can be inspected (and the notebook
+asserts that the optimizer's measured steps agree with it).
+:func:`paper_eps_update_direction` is the paper's additive-``eps1`` placement,
+kept as a *comparison variant* for the notebook and not part of the optimizer's
+API. Computation functions return plain numbers, arrays and dicts; plotting
+functions return a :class:`matplotlib.figure.Figure` and never call ``show``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from sparse_opt.adafactor import Adafactor
+
+
+def _rms(x: np.ndarray) -> float:
+    """Root mean square of all entries, ``sqrt(mean(x**2))``."""
+    return float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+
+
+def second_moment_memory(shape: Sequence[int], dtype: np.dtype | type = np.float32) -> dict[str, int]:
+    """Second-moment memory of a parameter of ``shape``: Adam's full ``V`` against Adafactor's.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The parameter's shape (at least one element).
+    dtype : numpy dtype, default float32
+        The parameter's dtype (state has the same dtype).
+
+    Returns
+    -------
+    dict
+        ``"full"``: entries of a full second moment (``prod(shape)``, as Adam keeps);
+        ``"factored"``: the textbook count, ``batch * (R + C)`` for 2+ dims (the
+        leading dims are a batch of ``(R, C)`` matrices) and ``prod(shape)`` for
+        0-d and 1-d; ``"state"``: the number of second-moment entries the
+        optimizer actually allocated (read from :attr:`Adafactor.state`);
+        ``"state_bytes"``: their size in bytes.
+    """
+    shape = tuple(int(n) for n in shape)
+    full = math.prod(shape)
+    if len(shape) >= 2:
+        factored = math.prod(shape[:-2]) * (shape[-2] + shape[-1])
+    else:
+        factored = full
+    # np.zeros maps untouched pages lazily, so a large shape costs no real memory here.
+    state = Adafactor([np.zeros(shape, dtype=dtype)]).state[0]
+    arrays = [v for k, v in state.items() if k != "step"]
+    return {
+        "full": full,
+        "factored": factored,
+        "state": sum(a.size for a in arrays),
+        "state_bytes": sum(a.nbytes for a in arrays),
+    }
+
+
+def gradient_stream(kind: str, shape: tuple[int, int], num_steps: int, seed: int) -> np.ndarray:
+    """A reproducible stream of matrix gradients, shape ``(num_steps, R, C)`` (float64).
+
+    Parameters
+    ----------
+    kind : {"rank1", "rank1ish", "random"}
+        ``"rank1"``: ``g_t = s_t * outer(a, b)`` with fixed positive log-normal
+        ``a``, ``b`` and a standard normal scalar ``s_t``, so every ``g_t**2`` is
+        the same rank-1 matrix up to a scalar. ``"rank1ish"``: the same plus
+        independent ``N(0, 0.05**2)`` noise on every entry. ``"random"``:
+        independent ``N(0, sigma_ij**2)`` entries with fixed log-normal
+        ``sigma_ij`` (no row/column structure at all).
+    shape : (int, int)
+        ``(R, C)``.
+    num_steps : int
+        Number of gradients.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    ndarray
+        The gradients, one ``(R, C)`` matrix per step.
+    """
+    rng = np.random.default_rng(seed)
+    rows, cols = shape
+    if kind in ("rank1", "rank1ish"):
+        a = np.exp(rng.normal(0.0, 1.0, rows))
+        b = np.exp(rng.normal(0.0, 1.0, cols))
+        grads = rng.normal(size=(num_steps, 1, 1)) * np.outer(a, b)
+        if kind == "rank1ish":
+            grads += rng.normal(0.0, 0.05, size=grads.shape)
+        return grads
+    if kind == "random":
+        sigma = np.exp(rng.normal(0.0, 1.0, shape))
+        return sigma * rng.normal(size=(num_steps, rows, cols))
+    raise ValueError(f"kind must be 'rank1', 'rank1ish' or 'random', got {kind!r}")
+
+
+def factored_estimate(row_var: np.ndarray, col_var: np.ndarray, eps1: float) -> np.ndarray:
+    """Adafactor's second-moment estimate ``row @ col / max(mean(row), eps1)`` (torch's form).
+
+    ``row_var`` is ``(..., R, 1)`` and ``col_var`` ``(..., 1, C)``, as in
+    :attr:`Adafactor.state`; the result is ``(..., R, C)``.
+    """
+    return row_var @ col_var / np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
+
+
+def factored_vs_full(grads: np.ndarray, beta2_decay: float = -0.8) -> dict[str, np.ndarray]:
+    """Feed one gradient stream to a factored and to an unfactored Adafactor state.
+
+    One :class:`Adafactor` holds a matrix parameter (factored: row and column
+    EMAs) and a flat copy of it (1-D: the full EMA of ``g**2``); both get the
+    same gradients with the same ``1 - beta2_t = t**beta2_decay``. ``lr=0`` keeps
+    the parameters fixed, so only the statistics move.
+
+    Parameters
+    ----------
+    grads : ndarray, shape (T, R, C)
+        The gradient stream (float64).
+    beta2_decay : float
+        As for :class:`Adafactor`.
+
+    Returns
+    -------
+    dict
+        ``"factored"`` and ``"full"``: the two estimates after the last step,
+        ``(R, C)``; ``"rel_error"``: ``||factored - full||_F / ||full||_F`` after
+        every step, shape ``(T,)``.
+    """
+    matrix = np.zeros(grads.shape[1:])
+    flat = np.zeros(matrix.size)
+    opt = Adafactor([matrix, flat], lr=0.0, beta2_decay=beta2_decay)
+    eps1 = float(np.finfo(matrix.dtype).eps)
+    rel_error = np.empty(len(grads))
+    for t, g in enumerate(grads):
+        opt.step([g, g.ravel()])
+        factored = factored_estimate(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
+        full = opt.state[1]["variance"].reshape(matrix.shape)
+        rel_error[t] = np.linalg.norm(factored - full) / np.linalg.norm(full)
+    return {"factored": factored, "full": full, "rel_error": rel_error}
+
+
+def adafactor_trace(
+    lr: float = 0.1,
+    beta2_decay: float = -0.8,
+    d: float = 1.0,
+    *,
+    eps2: float = 1e-3,
+    shape: tuple[int, int] = (32, 16),
+    num_steps: int = 1000,
+    noise: float = 0.1,
+    outlier_step: int = 300,
+    outlier_factor: float = 30.0,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Run Adafactor on a noisy quadratic and record its step-size bookkeeping.
+
+    The loss is ``0.5 * ||P - T||**2`` for a fixed target ``T`` with ``N(0, 1)``
+    entries; the gradient is ``P - T`` plus ``N(0, noise**2)`` noise, and at step
+    ``outlier_step`` (1-based) the whole gradient is multiplied by
+    ``outlier_factor`` (one bad batch). ``P`` starts at zero, so the ``eps2``
+    floor of the relative step size is visible at the start.
+
+    Parameters
+    ----------
+    lr, beta2_decay, d, eps2 : float
+        Adafactor's hyperparameters (``eps = (None, eps2)``).
+    shape : (int, int)
+        Shape of the (factored) matrix parameter ``P``.
+    num_steps : int
+        Number of steps.
+    noise : float
+        Standard deviation of the gradient noise.
+    outlier_step : int
+        The step whose gradient is scaled (0 or ``> num_steps``: none).
+    outlier_factor : float
+        The scale of that gradient.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    dict of ndarray, each of shape (num_steps,)
+        ``"t"`` (1, 2, ...); ``"rho"``: ``min(lr, 1/sqrt(t))``; ``"rms_param"``:
+        ``RMS(P)`` before the step; ``"alpha"``: ``max(eps2, RMS(P)) * rho``;
+        ``"rms_u"``: ``RMS(U)`` of the unclipped update ``U = g / sqrt(max(V, eps1**2))``,
+        with ``V`` rebuilt from the optimizer's row and column state after the
+        step; ``"clip"``: ``max(1, RMS(U) / d)``; ``"predicted_step"``:
+        ``alpha * RMS(U) / clip``; ``"step"``: the measured ``RMS(P_new - P_old)``.
+    """
+    rng = np.random.default_rng(seed)
+    target = rng.normal(size=shape)
+    param = np.zeros(shape)
+    opt = Adafactor([param], lr=lr, beta2_decay=beta2_decay, eps=(None, eps2), d=d)
+    eps1 = float(np.finfo(param.dtype).eps)
+    t = np.arange(1, num_steps + 1)
+    rho = np.minimum(lr, 1.0 / np.sqrt(t))
+    rms_param, rms_u, step = (np.empty(num_steps) for _ in range(3))
+    for i in range(num_steps):
+        grad = param - target + rng.normal(0.0, noise, shape)
+        if i + 1 == outlier_step:
+            grad *= outlier_factor
+        before = param.copy()
+        rms_param[i] = _rms(before)
+        opt.step([grad])
+        v = factored_estimate(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
+        rms_u[i] = _rms(grad / np.sqrt(np.maximum(v, eps1 * eps1)))
+        step[i] = _rms(param - before)
+    alpha = np.maximum(eps2, rms_param) * rho
+    clip = np.maximum(1.0, rms_u / d)
+    return {
+        "t": t,
+        "rho": rho,
+        "rms_param": rms_param,
+        "alpha": alpha,
+        "rms_u": rms_u,
+        "clip": clip,
+        "predicted_step": alpha * rms_u / clip,
+        "step": step,
+    }
+
+
+def row_scaled_gradient(row_scales: Sequence[float], cols: int, seed: int, dtype: type = np.float32) -> np.ndarray:
+    """A gradient whose row ``i`` has entries ``+-row_scales[i]`` (random signs).
+
+    Every entry of a row has the same magnitude, so every statistic of ``g**2``
+    is known by hand: ``mean(g**2, axis=-1) = row_scales**2``.
+    """
+    rng = np.random.default_rng(seed)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(len(row_scales), cols))
+    return (np.asarray(row_scales, dtype=np.float64)[:, None] * signs).astype(dtype)
+
+
+def optimizer_update_direction(grad: np.ndarray, eps1: float | None = None) -> np.ndarray:
+    """The unclipped update ``U`` of :class:`Adafactor`'s first step on ``grad``, read off the parameter.
+
+    With a zero parameter, ``eps2 = 1`` and ``lr = 1`` the step size is
+    ``alpha = max(1, 0) * min(1, 1) = 1``, and ``d = inf`` turns clipping off,
+    so the new parameter is exactly ``-U``. On the first step the EMAs equal the
+    current statistics (``1 - beta2_1 = 1``).
+
+    Parameters
+    ----------
+    grad : ndarray
+        A gradient of any shape (2+ dims are factored); its dtype is the parameter's.
+    eps1 : float or None
+        Adafactor's ``eps1`` (None: the dtype's epsilon).
+    """
+    param = np.zeros_like(grad)
+    Adafactor([param], lr=1.0, eps=(eps1, 1.0), d=math.inf).step([grad])
+    return -param
+
+
+def paper_eps_update_direction(grad: np.ndarray, eps1: float) -> np.ndarray:
+    """COMPARISON VARIANT, not the optimizer: the first-step ``U`` with the paper's additive ``eps1``.
+
+    Shazeer & Stern (2018, Algorithm 4) add ``eps1`` to ``g**2`` before the row
+    and column statistics and use no clamp afterwards::
+
+        R = mean(g**2 + eps1, axis=-1)     C = mean(g**2 + eps1, axis=-2)
+        V = R @ C / mean(R, axis=-2)       U = g / sqrt(V)
+
+    (first step, where the EMAs equal the current statistics). The paper's own
+    default is ``eps1 = 1e-30``. :class:`Adafactor` follows torch instead; see
+    :func:`optimizer_update_direction`.
+
+    Parameters
+    ----------
+    grad : ndarray, 2+ dims
+        The gradient; computed in its dtype.
+    eps1 : float
+        Added to every ``g**2``.
+    """
+    sq = grad * grad + grad.dtype.type(eps1)
+    row = sq.mean(axis=-1, keepdims=True)
+    col = sq.mean(axis=-2, keepdims=True)
+    return grad / np.sqrt(row @ col / row.mean(axis=-2, keepdims=True))
+
+
+def row_rms(u: np.ndarray) -> np.ndarray:
+    """``RMS`` of each row of a 2-D array (float64)."""
+    return np.sqrt(np.mean(np.square(u, dtype=np.float64), axis=-1))
+
+
+def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Factored estimate against the full EMA of ``g**2``, one panel per stream, plus the error over steps.
+
+    Parameters
+    ----------
+    results : mapping of label to :func:`factored_vs_full` result
+        One entry per gradient stream.
+
+    Returns
+    -------
+    Figure
+        ``len(results) + 1`` axes: log-log scatters of factored (y) against full
+        (x) with the diagonal, then the relative error per step (log-log).
+    """
+    n = len(results)
+    fig, axes = plt.subplots(1, n + 1, figsize=(3.6 * (n + 1), 3.3), layout="constrained")
+    for ax, (label, res) in zip(axes, results.items()):
+        full, factored = res["full"].ravel(), res["factored"].ravel()
+        ax.loglog(full, factored, ".", ms=3, alpha=0.6)
+        lo, hi = min(full.min(), factored.min()), max(full.max(), factored.max())
+        ax.loglog([lo, hi], [lo, hi], "k--", lw=1, label="exact")
+        ax.set(title=f"{label}: entries of V", xlabel="full EMA of g**2", ylabel="factored estimate")
+        ax.legend(loc="upper left")
+    err_ax = axes[-1]
+    for label, res in results.items():
+        steps = np.arange(1, len(res["rel_error"]) + 1)
+        err_ax.loglog(steps, res["rel_error"], label=label)
+    err_ax.set(title="relative error of V_fact", xlabel="step t", ylabel="relative error")
+    err_ax.legend()
+    return fig
+
+
+def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e-3) -> Figure:
+    """``rho_t``, ``alpha_t``, ``RMS(P)`` and the measured step over steps (log-log), from :func:`adafactor_trace`.
+
+    ``lr`` and ``eps2`` are the values the trace was run with (drawn as guides).
+
+    Returns
+    -------
+    Figure
+        One axes.
+    """
+    t = trace["t"]
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    ax.loglog(t, 1.0 / np.sqrt(t), ":", color="gray", label="1/sqrt(t)")
+    ax.axhline(lr, ls="--", color="gray", lw=1, label=f"lr = {lr:.3g}")
+    ax.loglog(t, trace["rho"], lw=2, label="rho_t = min(lr, 1/sqrt(t))")
+    ax.loglog(t, trace["rms_param"], label="RMS(P) before the step")
+    ax.axhline(eps2, ls="-.", color="gray", lw=1, label=f"eps2 = {eps2:.3g}")
+    ax.loglog(t, trace["alpha"], lw=2, label="alpha_t = max(eps2, RMS(P)) * rho_t")
+    ax.loglog(t, trace["step"], ".", ms=2, label="measured RMS(P_new - P_old)")
+    ax.set(title="Relative step size", xlabel="step t", ylabel="value")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
+    """``RMS(U) / d`` over steps and the shrink factor ``1 / max(1, RMS(U) / d)``, from :func:`adafactor_trace`.
+
+    Returns
+    -------
+    Figure
+        Two axes sharing the step axis: the clipping ratio (log y, threshold 1
+        drawn), then the factor the update was multiplied by.
+    """
+    t = trace["t"]
+    ratio = trace["rms_u"] / d
+    fig, (ax_ratio, ax_factor) = plt.subplots(2, 1, figsize=(7, 4), sharex=True, layout="constrained")
+    ax_ratio.semilogy(t, ratio, lw=1)
+    ax_ratio.axhline(1.0, color="red", ls="--", lw=1, label="clipping threshold")
+    clipped = ratio > 1
+    ax_ratio.semilogy(t[clipped], ratio[clipped], "r.", ms=4, label=f"clipped ({int(clipped.sum())} steps)")
+    ax_ratio.set(title=f"Update clipping, d = {d:g}", ylabel="RMS(U) / d")
+    ax_ratio.legend(fontsize=8)
+    ax_factor.plot(t, 1.0 / trace["clip"], lw=1)
+    ax_factor.set(xlabel="step t", ylabel="1 / max(1, RMS(U)/d)", ylim=(0, 1.05))
+    return fig
+
+
+def plot_eps1_placement(row_scales: np.ndarray, curves: Mapping[str, np.ndarray]) -> Figure:
+    """Per-row ``RMS(U)`` against the row's gradient magnitude, one line per ``eps1`` placement.
+
+    Parameters
+    ----------
+    row_scales : ndarray
+        Positive gradient magnitude of each row (x axis, log).
+    curves : mapping of label to ndarray
+        ``RMS(U)`` of each row for each variant (y axis, log; zeros are not drawn).
+
+    Returns
+    -------
+    Figure
+        One axes.
+    """
+    fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+    for (label, values), marker in zip(curves.items(), "osd^v"):
+        ax.loglog(row_scales, np.where(values > 0, values, np.nan), marker=marker, label=label)
+    ax.set(title="Where eps1 bites: RMS(U) of each row", xlabel="|g| in the row", ylabel="RMS(U) of the row")
+    ax.legend(fontsize=8)
+    return fig
