@@ -8,11 +8,16 @@ indices. The table optimizers address whole rows when every touched row of the
 one fancy-index per row instead of one per element), and the flattened table
 by linear index ``row * cols + col`` otherwise. Both give bit-identical results,
 because the update is elementwise.
+
+For the same reason a step can be taken piece by piece: the optimizers update
+:data:`CHUNK_ENTRIES` gradient entries at a time, so that the rows a piece
+gathers are still in cache when it scatters them back, and the temporaries of
+a step stay small whatever the batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +26,11 @@ from sparse_opt._state_io import check_config, check_keys, take_array, take_int
 from sparse_opt._validation import check_finite, check_param_array
 from sparse_opt.coo import CooGradient
 from sparse_opt.csr import CsrGradient
+
+#: Gradient entries an optimizer updates at a time (whole rows for a table):
+#: 128 KiB per float32 temporary, so a piece's gathered rows and temporaries
+#: stay in a core's L2 cache until they are scattered back.
+CHUNK_ENTRIES = 32768
 
 
 class Target:
@@ -44,9 +54,89 @@ class Target:
         self.grad = grad
         self.by_rows = by_rows
 
-    def view(self, array: np.ndarray) -> np.ndarray:
-        """The view of ``array`` that ``index`` addresses (no copy)."""
-        return array if self.by_rows else array.reshape(-1)
+    @property
+    def empty(self) -> bool:
+        """Whether the gradient touches nothing."""
+        return self.grad.size == 0
+
+    def chunk_length(self) -> int:
+        """Indices per piece of :meth:`chunks`: :data:`CHUNK_ENTRIES` entries' worth (at least one row)."""
+        per_index = self.grad.shape[1] if self.by_rows else 1
+        return max(1, CHUNK_ENTRIES // max(per_index, 1))
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Consecutive pieces ``(index, grad)`` of :meth:`chunk_length` indices (the last one shorter).
+
+        Updating the pieces one after the other gives the same numbers as
+        updating the whole target: each coordinate's update involves only itself.
+        """
+        size = self.chunk_length()
+        for start in range(0, self.index.size, size):
+            yield self.index[start : start + size], self.grad[start : start + size]
+
+    def buffers(self, count: int, dtype: np.dtype | type | None = None) -> list[np.ndarray]:
+        """``count`` uninitialised arrays shaped like the largest piece's ``grad``, to reuse for every piece.
+
+        Their dtype is ``grad``'s unless ``dtype`` is given.
+        """
+        shape = (min(self.index.size, self.chunk_length()), *self.grad.shape[1:])
+        return [np.empty(shape, dtype=self.grad.dtype if dtype is None else dtype) for _ in range(count)]
+
+    def address(self, array: np.ndarray) -> Addressed:
+        """``array`` (parameters or a state array) as this target reads and writes it."""
+        return Addressed(array, self.by_rows)
+
+
+class Addressed:
+    """One array as a step reads and writes it: whole rows of a table, or coordinates of its flat view.
+
+    Writing rows goes through a view of the (C-contiguous) table with one
+    opaque ``np.void`` item per row, so each row is a single ``memcpy`` rather
+    than ``cols`` element copies; reading uses ``take`` with ``mode="clip"``,
+    which writes straight into an ``out`` array instead of through a buffer (the
+    indices were validated with the gradient, so nothing is ever clipped).
+
+    Parameters
+    ----------
+    array : ndarray
+        2-D when ``by_rows``; any C-contiguous array otherwise.
+    by_rows : bool
+        Whether indices address rows (see :class:`Target`).
+    """
+
+    __slots__ = ("array", "items", "item")
+
+    def __init__(self, array: np.ndarray, by_rows: bool) -> None:
+        self.array = array if by_rows else array.reshape(-1)
+        self.items: np.ndarray | None = None
+        self.item: np.dtype | None = None
+        if by_rows and array.flags.c_contiguous and array.shape[1]:
+            self.item = np.dtype((np.void, array.shape[1] * array.itemsize))
+            self.items = array.view(self.item).reshape(array.shape[0])
+
+    def gather(self, index: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The addressed entries: a fresh C-contiguous array, or written into ``out`` (C-contiguous)."""
+        return self.array.take(index, axis=0, out=out, mode="clip")
+
+    def scatter(self, index: np.ndarray, values: np.ndarray) -> None:
+        """Write ``values`` (a C-contiguous array shaped like the addressed entries, same dtype)."""
+        if self.items is None:
+            self.array[index] = values
+        else:
+            self.items[index] = values.view(self.item).reshape(index.size)
+
+    def filler(self, value: float) -> np.ndarray | float:
+        """What :meth:`fill` writes to set every addressed entry to ``value``."""
+        if self.items is None:
+            return value
+        return np.full(self.array.shape[1], value, dtype=self.array.dtype).view(self.item).reshape(())
+
+    def fill(self, index: np.ndarray, filler: np.ndarray | float) -> None:
+        """Set the addressed entries to the value :meth:`filler` was made from."""
+        if self.items is None:
+            self.array[index] = filler
+        else:
+            self.items[index] = filler
 
 
 def locate(grad: object, params: np.ndarray) -> Target:

@@ -129,47 +129,105 @@ class BetaPowers:
         return out
 
 
+def rows_share_values(block: np.ndarray) -> bool:
+    """Whether every row of the 2-D ``block`` holds a single repeated value.
+
+    Compares each entry with its left neighbour in the flattened block (one
+    contiguous pass, several times faster than broadcasting each row's first
+    entry), then lets the first entry of every row differ from the row before.
+    """
+    flat = block.reshape(-1)
+    same = np.empty(flat.size, dtype=bool)
+    np.equal(flat[1:], flat[:-1], out=same[1:])
+    same.reshape(block.shape)[:, 0] = True
+    return bool(same.all())
+
+
+def dormancy_decays(
+    last: np.ndarray, step: int, powers: tuple[BetaPowers, BetaPowers], by_rows: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``beta1**gap`` and ``beta2**gap`` for ``gap = step - last``, ready to multiply the moments.
+
+    When whole rows are addressed and every entry of a row shares its
+    ``last_step`` (rows updated whole, the embedding case), the gap and its
+    powers are computed once per row and returned as ``(rows, 1)`` columns that
+    broadcast over the row; otherwise one per entry. The factors are the same
+    numbers either way.
+    """
+    if by_rows and rows_share_values(last):
+        gap = step - last[:, 0]
+        return powers[0](gap)[:, None], powers[1](gap)[:, None]
+    gap = step - last
+    return powers[0](gap), powers[1](gap)
+
+
 def sparse_adam_update(
     param: np.ndarray,
     m: np.ndarray,
     v: np.ndarray,
     last_step: np.ndarray,
-    index: np.ndarray,
-    grad: np.ndarray,
+    target: Target,
     step: int,
     config: SparseAdamConfig,
     powers: tuple[BetaPowers, BetaPowers] | None = None,
 ) -> None:
-    """Apply one lazy Adam step at global step ``step`` to ``param[index]`` in place.
+    """Apply one lazy Adam step at global step ``step`` to the entries ``target`` addresses, in place.
 
-    ``grad`` has the shape of ``param[index]``. ``powers`` (``beta1``, ``beta2``
-    tables) is required in ``DORMANCY_DECAY`` mode. See the module docstring for
-    the equations. Costs O(len(grad)).
+    ``powers`` (``beta1``, ``beta2`` tables) is required in ``DORMANCY_DECAY``
+    mode. See the module docstring for the equations. Costs O(nnz): the target
+    is updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES`
+    entries; each piece gathers its entries of every array once, updates them
+    in reusable buffers and scatters them back while they are still in cache. The floating point operations are those of the equations, in their
+    order (``maximize`` subtracts ``(1 - beta1) * grad`` where the equations add
+    ``(1 - beta1) * -grad``, which rounds identically), so the pieces' sizes
+    never change a result.
     """
+    if target.empty:
+        return
+    dormancy = config.mode is LazyAdamMode.DORMANCY_DECAY
+    if dormancy and powers is None:
+        raise ValueError("DORMANCY_DECAY needs the beta power tables")
     beta1, beta2 = config.beta1, config.beta2
-    g = -grad if config.maximize else grad
-    if config.mode is LazyAdamMode.DORMANCY_DECAY:
-        if powers is None:
-            raise ValueError("DORMANCY_DECAY needs the beta power tables")
-        gap = step - last_step[index]
-        decay1, decay2 = powers[0](gap), powers[1](gap)
-    else:
-        decay1, decay2 = beta1, beta2
-    m_new = decay1 * m[index]
-    m_new += (1.0 - beta1) * g
-    v_new = decay2 * v[index]
-    v_new += (1.0 - beta2) * (g * g)
-    bias_correction1 = 1.0 - beta1**step
+    c1, c2 = 1.0 - beta1, 1.0 - beta2
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
-    denom = np.sqrt(v_new)
-    denom /= bias_correction2_sqrt
-    denom += config.eps
-    update = m_new / denom
-    update *= config.lr / bias_correction1
-    m[index] = m_new
-    v[index] = v_new
-    param[index] -= update
-    last_step[index] = step
+    step_size = config.lr / (1.0 - beta1**step)
+    accumulate = np.subtract if config.maximize else np.add
+    p_at, m_at, v_at, last_at = (target.address(a) for a in (param, m, v, last_step))
+    stamp = last_at.filler(step)
+    m_buf, v_buf, work = target.buffers(3)
+    (last_buf,) = target.buffers(1, last_step.dtype)
+    decay1, decay2 = beta1, beta2
+    for index, grad in target.chunks():
+        k = index.size
+        # Read last_step before overwriting it, even in LAZY mode: the loads
+        # overlap their cache misses better than stores do, so reading the rows
+        # and then writing them (in cache) is faster than writing them cold.
+        last = last_at.gather(index, out=last_buf[:k])
+        if dormancy:
+            decay1, decay2 = dormancy_decays(last, step, powers, target.by_rows)
+        last_at.fill(index, stamp)
+        # m = decay1 * m + (1 - beta1) * g
+        m_new = m_at.gather(index, out=m_buf[:k])
+        np.multiply(m_new, decay1, out=m_new)
+        scaled = np.multiply(grad, c1, out=work[:k])
+        accumulate(m_new, scaled, out=m_new)
+        m_at.scatter(index, m_new)
+        # v = decay2 * v + (1 - beta2) * g**2
+        v_new = v_at.gather(index, out=v_buf[:k])
+        np.multiply(v_new, decay2, out=v_new)
+        np.multiply(grad, grad, out=scaled)
+        np.multiply(scaled, c2, out=scaled)
+        np.add(v_new, scaled, out=v_new)
+        v_at.scatter(index, v_new)
+        # p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+        update = np.sqrt(v_new, out=v_new)
+        np.divide(update, bias_correction2_sqrt, out=update)
+        np.add(update, config.eps, out=update)
+        np.divide(m_new, update, out=update)
+        np.multiply(update, step_size, out=update)
+        p_new = p_at.gather(index, out=scaled)
+        np.subtract(p_new, update, out=p_new)
+        p_at.scatter(index, p_new)
 
 
 class SparseAdam(SparseOptimizer):
@@ -224,17 +282,7 @@ class SparseAdam(SparseOptimizer):
             raise ValueError("state_dict['v'] has a negative entry")
 
     def _apply(self, target: Target, step: int) -> None:
-        sparse_adam_update(
-            target.view(self.params),
-            target.view(self.m),
-            target.view(self.v),
-            target.view(self.last_step),
-            target.index,
-            target.grad,
-            step,
-            self.config,
-            self._powers,
-        )
+        sparse_adam_update(self.params, self.m, self.v, self.last_step, target, step, self.config, self._powers)
 
 
 class SparseAdamTable(SparseAdam):

@@ -58,23 +58,42 @@ class SparseSgdConfig:
 def sparse_sgd_update(
     param: np.ndarray,
     momentum_buffer: np.ndarray | None,
-    index: np.ndarray,
-    grad: np.ndarray,
+    target: Target,
     config: SparseSgdConfig,
 ) -> None:
-    """Update ``param[index]`` (and ``momentum_buffer[index]``) in place.
+    """Update the entries of ``param`` (and ``momentum_buffer``) that ``target`` addresses, in place.
 
-    ``grad`` holds the (coalesced) gradient of the coordinates ``index`` and has
-    the shape of ``param[index]``. See the module docstring for the equations.
+    See the module docstring for the equations. Costs O(nnz): the target is
+    updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES` entries,
+    each array gathered once and scattered once per piece, with the floating
+    point operations of the equations in their order (``maximize`` subtracts
+    ``grad`` where the equations add ``-grad``, which rounds identically).
     """
-    g = -grad if config.maximize else grad
-    p = param[index]
-    if config.weight_decay != 0.0:
-        g = g + config.weight_decay * p
-    if momentum_buffer is not None:
-        g = config.momentum * momentum_buffer[index] + g
-        momentum_buffer[index] = g
-    param[index] = p - config.lr * g
+    if target.empty:
+        return
+    p_at = target.address(param)
+    buf_at = None if momentum_buffer is None else target.address(momentum_buffer)
+    p_buf, g_buf, b_buf = target.buffers(3)
+    accumulate = np.subtract if config.maximize else np.add
+    for index, grad in target.chunks():
+        k = index.size
+        p = p_at.gather(index, out=p_buf[:k])
+        if config.weight_decay != 0.0:
+            g = np.multiply(p, config.weight_decay, out=g_buf[:k])
+            accumulate(g, grad, out=g)
+        elif config.maximize:
+            g = np.negative(grad, out=g_buf[:k])
+        else:
+            g = grad
+        if buf_at is not None:
+            buf = buf_at.gather(index, out=b_buf[:k])
+            np.multiply(buf, config.momentum, out=buf)
+            np.add(buf, g, out=buf)
+            buf_at.scatter(index, buf)
+            g = buf
+        step = np.multiply(g, config.lr, out=g_buf[:k])
+        np.subtract(p, step, out=p)
+        p_at.scatter(index, p)
 
 
 class SparseSgd(SparseOptimizer):
@@ -114,8 +133,7 @@ class SparseSgd(SparseOptimizer):
         return {} if self.momentum_buffer is None else {"momentum_buffer": self.momentum_buffer}
 
     def _apply(self, target: Target, step: int) -> None:
-        buf = None if self.momentum_buffer is None else target.view(self.momentum_buffer)
-        sparse_sgd_update(target.view(self.params), buf, target.index, target.grad, self.config)
+        sparse_sgd_update(self.params, self.momentum_buffer, target, self.config)
 
 
 class SparseSgdTable(SparseSgd):

@@ -231,3 +231,25 @@ def test_from_rows_equals_dense_sum(rows, cols, data):
     # the lazily built views agree with a CSR validated from scratch
     checked = so.CsrGradient(g.row_offsets, g.col_indices, g.values, g.shape)
     np.testing.assert_array_equal(checked.to_coo().indices, g.to_coo().indices)
+
+
+@pytest.mark.parametrize("cols", [1, 2, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_repeats_are_summed_left_to_right_like_add_at(cols, dtype):
+    """Coalescing adds repeated entries in the order given, bit for bit as ``np.add.at`` does.
+
+    Long runs (300 repeats), runs of every length class, and values spanning many
+    magnitudes, so any other summation order (pairwise, reversed) changes bits.
+    """
+    rng = np.random.default_rng(cols)
+    ids = np.concatenate([np.full(300, 3), np.repeat(np.arange(10, 40), np.arange(1, 31)), rng.integers(0, 50, 200)])
+    rng.shuffle(ids)
+    grads = (rng.standard_normal((ids.size, cols)) * 10.0 ** rng.integers(-6, 6, (ids.size, 1))).astype(dtype)
+    expected = np.zeros((50, cols), dtype=dtype)
+    np.add.at(expected, ids, grads)
+    got = so.CsrGradient.from_rows(ids, grads, 50)
+    assert np.array_equal(got.to_dense(), expected)
+    flat = so.CooGradient.from_unsorted(ids * cols, grads[:, 0], 50 * cols)
+    expected_flat = np.zeros(50 * cols, dtype=dtype)
+    np.add.at(expected_flat, ids * cols, grads[:, 0])
+    assert np.array_equal(flat.to_dense(), expected_flat)

@@ -3,13 +3,13 @@
 Run with the TensorFlow venv, not the project's (TensorFlow is no dependency of
 ``sparse_opt``)::
 
-    /work/venv-tf/bin/python tests/golden/make_lingvo_egdd.py
+    /tmp/venv-tf/bin/python tests/golden/make_lingvo_egdd.py
 
 Set-up of that venv::
 
-    python3 -m venv /work/venv-tf
-    /work/venv-tf/bin/pip install tensorflow-cpu==2.21.0
-    /work/venv-tf/bin/pip install --no-deps lingvo==0.14.2
+    python3 -m venv /tmp/venv-tf
+    /tmp/venv-tf/bin/pip install tensorflow-cpu==2.21.0
+    /tmp/venv-tf/bin/pip install --no-deps lingvo==0.14.2
 
 ``lingvo.core.egdd`` imports nothing but TensorFlow, so ``--no-deps`` is enough
 and no import shim is needed.
