@@ -168,6 +168,24 @@ def coalesce(indices: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nd
     return sorted_idx[starts], sum_runs(values, order, starts)
 
 
+def _checked_coordinates(indices: object, values: object, dim: object) -> tuple[int, np.ndarray, np.ndarray]:
+    """Validate a coordinate list (any order): ``dim``, 1-D integer indices in ``[0, dim)``, float values.
+
+    Returns ``(dim, indices, values)``; an empty list of a non-float dtype gets float64 values.
+    """
+    dim = check_size("dim", dim)
+    idx = _as_1d(indices, "indices")
+    vals = _as_1d(values, "values")
+    check_index_dtype(idx, "indices")
+    check_value_dtype(vals, "values")
+    if idx.shape != vals.shape:
+        raise ValueError(f"indices has {idx.size} entries but values has {vals.size}")
+    check_indices_in_range(idx, dim, "indices", "dim")
+    if vals.dtype.kind != "f":
+        vals = vals.astype(np.float64)
+    return dim, idx, vals
+
+
 class CooGradient:
     """Sparse gradient of a 1-D parameter as a canonical coordinate list.
 
@@ -211,17 +229,8 @@ class CooGradient:
     dim: int
 
     def __init__(self, indices: object, values: object, dim: int) -> None:
-        dim = check_size("dim", dim)
-        idx = _as_1d(indices, "indices")
-        vals = _as_1d(values, "values")
-        check_index_dtype(idx, "indices")
-        check_value_dtype(vals, "values")
-        if idx.shape != vals.shape:
-            raise ValueError(f"indices has {idx.size} entries but values has {vals.size}")
-        check_indices_in_range(idx, dim, "indices", "dim")
+        dim, idx, vals = _checked_coordinates(indices, values, dim)
         check_strictly_ascending(idx, "indices")
-        if vals.dtype.kind != "f":  # only an empty list of another real dtype gets here
-            vals = vals.astype(np.float64)
         self._set(np.array(idx, dtype=np.int64), np.array(vals), dim)
 
     def _set(self, indices: np.ndarray, values: np.ndarray, dim: int) -> None:
@@ -252,16 +261,7 @@ class CooGradient:
         (Adam-like) update, since ``v`` depends on ``(g_a + g_b)**2``, not on
         ``g_a**2 + g_b**2``. Duplicates are summed in the order given.
         """
-        dim = check_size("dim", dim)
-        idx = _as_1d(indices, "indices")
-        vals = _as_1d(values, "values")
-        check_index_dtype(idx, "indices")
-        check_value_dtype(vals, "values")
-        if idx.shape != vals.shape:
-            raise ValueError(f"indices has {idx.size} entries but values has {vals.size}")
-        check_indices_in_range(idx, dim, "indices", "dim")
-        if vals.dtype.kind != "f":
-            vals = vals.astype(np.float64)
+        dim, idx, vals = _checked_coordinates(indices, values, dim)
         out_idx, out_vals = coalesce(idx, vals)
         return cls._trusted(out_idx, out_vals, dim)
 

@@ -8,14 +8,13 @@ the next); the piece size must never change a result, which the last test
 checks bit for bit.
 """
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 import sparse_opt as so
 import sparse_opt._sparse_base as sparse_base
 from sparse_opt.demos.data import zipf_ids
+from sparse_opt.demos.performance import measure_peak
 
 ROWS, COLS = 2_000_000, 8
 LAZY, DORMANCY = so.LazyAdamMode.LAZY, so.LazyAdamMode.DORMANCY_DECAY
@@ -24,18 +23,6 @@ LAZY, DORMANCY = so.LazyAdamMode.LAZY, so.LazyAdamMode.DORMANCY_DECAY
 PEAK_PER_GRAD_BYTE = 8
 #: ... plus this much for numpy/Python bookkeeping (index views, small objects).
 PEAK_SLACK = 16 * 1024
-
-
-def traced_peak(fn):
-    """Peak bytes allocated by ``fn()`` above what was allocated when it started."""
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
 
 
 def table_optimizer(kind, table):
@@ -72,7 +59,7 @@ def test_table_step_allocates_in_proportion_to_nnz_not_table(big_table, kind):
         grad = lookup_gradient(ROWS, batch, seed=batch)
         assert grad.full_rows and grad.values.dtype == np.float32
         grad_bytes = grad.nnz * grad.values.itemsize
-        peak = traced_peak(lambda: opt.step(grad))
+        peak = measure_peak(lambda: opt.step(grad))
         assert peak <= PEAK_PER_GRAD_BYTE * grad_bytes + PEAK_SLACK, (batch, peak, grad_bytes)
         assert peak < big_table.nbytes / 100
         peaks[batch] = peak
@@ -90,7 +77,7 @@ def test_same_gradient_same_allocations_on_a_100x_bigger_table(big_table, kind):
     for table, grad in ((big_table[:small_rows].copy(), grad_small), (big_table, grad_big)):
         opt = table_optimizer(kind, table)
         opt.step(grad)
-        peaks.append(traced_peak(lambda: opt.step(grad)))
+        peaks.append(measure_peak(lambda: opt.step(grad)))
     assert abs(peaks[1] - peaks[0]) <= 1024, peaks
 
 
@@ -105,7 +92,7 @@ def test_flat_adam_step_allocates_in_proportion_to_nnz(mode):
         grad = so.CooGradient.from_unsorted(rng.integers(0, params.size, nnz), rng.standard_normal(nnz), params.size)
         grad = so.CooGradient(grad.indices, grad.values.astype(np.float32), params.size)
         opt.step(grad)
-        peak = traced_peak(lambda: opt.step(grad))
+        peak = measure_peak(lambda: opt.step(grad))
         grad_bytes = grad.nnz * 4
         # 1-D: numpy's take copies each piece's (read-only) int64 indices, and
         # DORMANCY_DECAY holds int64 last steps and gaps: 8 bytes each per entry
@@ -124,7 +111,7 @@ def test_partial_rows_step_allocates_in_proportion_to_nnz(big_table):
     )
     assert not grad.full_rows
     opt.step(grad)
-    peak = traced_peak(lambda: opt.step(grad))
+    peak = measure_peak(lambda: opt.step(grad))
     assert peak <= 2 * PEAK_PER_GRAD_BYTE * grad.nnz * 4 + PEAK_SLACK, peak
 
 
