@@ -253,3 +253,24 @@ def test_repeats_are_summed_left_to_right_like_add_at(cols, dtype):
     expected_flat = np.zeros(50 * cols, dtype=dtype)
     np.add.at(expected_flat, ids * cols, grads[:, 0])
     assert np.array_equal(flat.to_dense(), expected_flat)
+
+
+@given(
+    rows=st.integers(2**16, 2**20),
+    cols=st.integers(2**16 + 1, 2**20),
+    data=st.data(),
+)
+def test_round_trip_huge_tables(rows, cols, data):
+    """Tables with more than 2**32 coordinates: linear indices stay exact in int64 both ways."""
+    dim = rows * cols
+    assert dim > 2**32
+    lin = np.unique(np.array(data.draw(st.lists(st.integers(0, dim - 1), max_size=20)), dtype=np.int64))
+    lin = np.union1d(lin, [dim - 1])
+    coo = so.CooGradient(lin, np.arange(1.0, lin.size + 1.0), dim)
+    csr = so.CsrGradient.from_coo(coo, (rows, cols))
+    np.testing.assert_array_equal(csr.row_of_entries(), lin // cols)
+    np.testing.assert_array_equal(csr.col_indices, lin % cols)
+    back = csr.to_coo()
+    assert back.dim == dim
+    np.testing.assert_array_equal(back.indices, lin)
+    np.testing.assert_array_equal(back.values, coo.values)
