@@ -67,6 +67,7 @@ class SparseAdamConfig:
     eps : float
         Added to ``sqrt(v_hat)``, ``>= 0``.
     mode : LazyAdamMode or {"lazy", "dormancy_decay"}
+        Strings are matched case-insensitively (``"LAZY"`` works too).
     maximize : bool
         Ascend instead of descend.
     """
@@ -87,7 +88,7 @@ class SparseAdamConfig:
         mode = self.mode
         if not isinstance(mode, LazyAdamMode):
             try:
-                mode = LazyAdamMode(mode)
+                mode = LazyAdamMode(mode.lower() if isinstance(mode, str) else mode)
             except ValueError:
                 choices = ", ".join(repr(m.value) for m in LazyAdamMode)
                 raise ValueError(f"Invalid mode: {self.mode!r} (expected a LazyAdamMode or one of {choices})") from None

@@ -123,6 +123,7 @@ def test_bad_adam_config(kwargs, exc, match):
 def test_adam_config_accepts_mode_strings():
     assert so.SparseAdamConfig(mode="dormancy_decay").mode is DORMANCY
     assert so.SparseAdamConfig(mode="lazy").mode is LAZY
+    assert so.SparseAdamConfig(mode="DORMANCY_DECAY").mode is DORMANCY
 
 
 @pytest.mark.parametrize(
