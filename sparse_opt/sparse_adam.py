@@ -65,7 +65,9 @@ class SparseAdamConfig:
     beta1, beta2 : float
         Moment decay rates, in ``[0, 1)``.
     eps : float
-        Added to ``sqrt(v_hat)``, ``>= 0``.
+        Added to ``sqrt(v_hat)``, ``>= 0``. With ``eps = 0`` an explicit zero
+        gradient on a coordinate whose moments are still zero computes ``0 / 0``
+        (NaN), as in torch.
     mode : LazyAdamMode or {"lazy", "dormancy_decay"}
         Strings are matched case-insensitively (``"LAZY"`` works too).
     maximize : bool
