@@ -99,6 +99,17 @@ def _factor_mean(grad: np.ndarray, axis: int) -> np.ndarray:
     return mean
 
 
+def factored_second_moment(row_var: np.ndarray, col_var: np.ndarray, eps1: float) -> np.ndarray:
+    """Adafactor's second-moment estimate ``V = R @ C / max(mean(R, axis=-2), eps1)`` (torch's form).
+
+    ``row_var`` is ``(..., R, 1)`` and ``col_var`` ``(..., 1, C)``; the result
+    is a fresh ``(..., R, C)`` array.
+    """
+    estimate = row_var @ col_var
+    estimate /= np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
+    return estimate
+
+
 def adafactor_update(
     param: np.ndarray,
     grad: np.ndarray,
@@ -149,8 +160,7 @@ def adafactor_update(
         row_var, col_var = state["row_var"], state["col_var"]
         _lerp_(row_var, _factor_mean(grad, -1), one_minus_beta2)
         _lerp_(col_var, _factor_mean(grad, -2), one_minus_beta2)
-        var_estimate = row_var @ col_var
-        var_estimate /= np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
+        var_estimate = factored_second_moment(row_var, col_var, eps1)
     else:
         variance = state["variance"]
         _lerp_(variance, grad * grad, one_minus_beta2)

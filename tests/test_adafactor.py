@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparse_opt as so
+from sparse_opt.adafactor import factored_second_moment
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 GOLDEN_CASES = ("shapes", "options", "skips", "clamps")
@@ -458,3 +459,16 @@ def test_load_state_dict_refuses_corrupt_values(key: str, value: np.ndarray) -> 
     with pytest.raises(ValueError, match=key.replace(".", r"\.")):
         opt.load_state_dict({**opt.state_dict(), key: value})
     _assert_bit_identical(opt, before)
+
+
+def test_factored_second_moment_by_hand():
+    row = np.array([[1.0], [2.0]])
+    col = np.array([[3.0, 4.0]])
+    # mean(row) = 1.5: V = [[3, 4], [6, 8]] / 1.5
+    assert np.allclose(factored_second_moment(row, col, 1e-30), [[2.0, 8 / 3], [4.0, 16 / 3]], rtol=1e-15)
+    # the eps1 floor replaces a smaller mean(row)
+    assert np.allclose(factored_second_moment(row * 1e-9, col, 1e-3), row * 1e-9 @ col / 1e-3, rtol=1e-15)
+    # a leading batch dimension: each matrix has its own mean (a row scale cancels, a column scale does not)
+    batch = factored_second_moment(np.stack([row, 2 * row, row]), np.stack([col, col, 2 * col]), 1e-30)
+    assert np.allclose(batch[1], batch[0], rtol=1e-15)
+    assert np.allclose(batch[2], 2 * batch[0], rtol=1e-15)

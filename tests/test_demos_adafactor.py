@@ -56,19 +56,6 @@ def test_rank1_stream_squares_are_one_rank1_matrix_up_to_a_scalar():
     assert np.linalg.matrix_rank(g2[0]) == 1
 
 
-def test_factored_estimate_by_hand():
-    row = np.array([[1.0], [2.0]])
-    col = np.array([[3.0, 4.0]])
-    # mean(row) = 1.5: V = [[3, 4], [6, 8]] / 1.5
-    assert np.allclose(ad.factored_estimate(row, col, 1e-30), [[2.0, 8 / 3], [4.0, 16 / 3]], rtol=1e-15)
-    # the eps1 floor replaces a smaller mean(row)
-    assert np.allclose(ad.factored_estimate(row * 1e-9, col, 1e-3), row * 1e-9 @ col / 1e-3, rtol=1e-15)
-    # a leading batch dimension: each matrix has its own mean (a row scale cancels, a column scale does not)
-    batch = ad.factored_estimate(np.stack([row, 2 * row, row]), np.stack([col, col, 2 * col]), 1e-30)
-    assert np.allclose(batch[1], batch[0], rtol=1e-15)
-    assert np.allclose(batch[2], 2 * batch[0], rtol=1e-15)
-
-
 @pytest.mark.parametrize("beta2_decay", [-0.8, -1.0, 0.0])
 def test_factored_estimate_is_exact_for_a_rank1_stream_under_any_schedule(beta2_decay):
     grads = ad.gradient_stream("rank1", (16, 8), 30, seed=3)

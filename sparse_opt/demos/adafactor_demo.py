@@ -1,8 +1,8 @@
 """Experiments and plots behind ``notebooks/05_adafactor.ipynb``.
 
 Every experiment drives the real :class:`sparse_opt.adafactor.Adafactor` and reads
-its state or its parameters. :func:`factored_estimate` rebuilds ``V`` from that
-state with torch's formula, so that ``U`` can be inspected (and the notebook
+its state or its parameters. :func:`~sparse_opt.adafactor.factored_second_moment` rebuilds ``V`` from
+that state, so that ``U`` can be inspected (and the notebook
 asserts that the optimizer's measured steps agree with it).
 :func:`paper_eps_update_direction` is the paper's additive-``eps1`` placement,
 kept as a *comparison variant* for the notebook and not part of the optimizer's
@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from sparse_opt.adafactor import Adafactor
+from sparse_opt.adafactor import Adafactor, factored_second_moment
 
 
 def _rms(x: np.ndarray) -> float:
@@ -103,15 +103,6 @@ def gradient_stream(kind: str, shape: tuple[int, int], num_steps: int, seed: int
     raise ValueError(f"kind must be 'rank1', 'rank1ish' or 'random', got {kind!r}")
 
 
-def factored_estimate(row_var: np.ndarray, col_var: np.ndarray, eps1: float) -> np.ndarray:
-    """Adafactor's second-moment estimate ``row @ col / max(mean(row), eps1)`` (torch's form).
-
-    ``row_var`` is ``(..., R, 1)`` and ``col_var`` ``(..., 1, C)``, as in
-    :attr:`Adafactor.state`; the result is ``(..., R, C)``.
-    """
-    return row_var @ col_var / np.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
-
-
 def factored_vs_full(grads: np.ndarray, beta2_decay: float = -0.8) -> dict[str, np.ndarray]:
     """Feed one gradient stream to a factored and to an unfactored Adafactor state.
 
@@ -141,7 +132,7 @@ def factored_vs_full(grads: np.ndarray, beta2_decay: float = -0.8) -> dict[str, 
     rel_error = np.empty(len(grads))
     for t, g in enumerate(grads):
         opt.step([g, g.ravel()])
-        factored = factored_estimate(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
+        factored = factored_second_moment(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
         full = opt.state[1]["variance"].reshape(matrix.shape)
         rel_error[t] = np.linalg.norm(factored - full) / np.linalg.norm(full)
     return {"factored": factored, "full": full, "rel_error": rel_error}
@@ -210,7 +201,7 @@ def adafactor_trace(
         before = param.copy()
         rms_param[i] = _rms(before)
         opt.step([grad])
-        v = factored_estimate(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
+        v = factored_second_moment(opt.state[0]["row_var"], opt.state[0]["col_var"], eps1)
         rms_u[i] = _rms(grad / np.sqrt(np.maximum(v, eps1 * eps1)))
         step[i] = _rms(param - before)
     alpha = np.maximum(eps2, rms_param) * rho

@@ -36,6 +36,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -509,8 +510,8 @@ def step_peaks_on_tables(contender: Contender, workload: Workload, rows: Sequenc
         stepper = contender.make(replace(workload, rows=r).table())
         stepper.step(ids, grads)
         grad = stepper.gradient(ids, grads)
-        peaks.append(measure_peak(lambda: stepper.apply(grad)))
-        del stepper, grad
+        peaks.append(measure_peak(partial(stepper.apply, grad)))
+        del stepper, grad  # free this table before the next one is allocated
     return peaks
 
 
@@ -613,23 +614,32 @@ def _by_contender(timings: Sequence[StepTiming]) -> dict[str, list[StepTiming]]:
     return out
 
 
+def _plot_timings(
+    timings: Sequence[StepTiming], x_of: Callable[[StepTiming], float], xlabel: str, title: str
+) -> tuple[Figure, Any, dict[str, list[StepTiming]]]:
+    """Log-log median step time against ``x_of(timing)``, one line per contender (torch dashed)."""
+    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    groups = {name: sorted(ts, key=x_of) for name, ts in _by_contender(timings).items()}
+    for name, ts in groups.items():
+        ax.plot([x_of(t) for t in ts], [t.median_ms for t in ts], "o-" if "torch" not in name else "s--", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("median step time (ms)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig, ax, groups
+
+
 def plot_rows_sweep(timings: Sequence[StepTiming], title: str | None = None) -> Figure:
     """Median step time against table rows (log-log), one line per contender.
 
     A lazy step that is O(nnz) draws a flat line; a dense one climbs with the table.
     """
-    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    for name, ts in _by_contender(timings).items():
-        ts = sorted(ts, key=lambda t: t.workload.rows)
-        ax.plot([t.workload.rows for t in ts], [t.median_ms for t in ts], "o-" if "torch" not in name else "s--", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("table rows")
-    ax.set_ylabel("median step time (ms)")
     batch = sorted({t.workload.batch for t in timings})
-    ax.set_title(title or f"fixed batch ({', '.join(map(str, batch))} lookups): time against table size")
-    ax.grid(True, which="both", alpha=0.3)
+    default = f"fixed batch ({', '.join(map(str, batch))} lookups): time against table size"
+    fig, ax, _ = _plot_timings(timings, lambda t: t.workload.rows, "table rows", title or default)
     ax.legend(fontsize="small")
     return fig
 
@@ -640,23 +650,14 @@ def plot_batch_sweep(timings: Sequence[StepTiming], title: str | None = None) ->
     A dotted line of slope 1 through the first point of the first contender
     shows what "proportional to nnz" looks like.
     """
-    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
-    ax = fig.add_subplot()
-    groups = _by_contender(timings)
-    for name, ts in groups.items():
-        ts = sorted(ts, key=lambda t: t.nnz)
-        ax.plot([t.nnz for t in ts], [t.median_ms for t in ts], "o-" if "torch" not in name else "s--", label=name)
+    rows = sorted({t.workload.rows for t in timings})
+    default = f"fixed table ({', '.join(f'{r:,}' for r in rows)} rows): time against batch"
+    xlabel = "gradient entries per step (nnz = distinct rows x cols)"
+    fig, ax, groups = _plot_timings(timings, lambda t: t.nnz, xlabel, title or default)
     if groups:
-        first = sorted(next(iter(groups.values())), key=lambda t: t.nnz)
+        first = next(iter(groups.values()))
         x = np.array([first[0].nnz, first[-1].nnz])
         ax.plot(x, first[0].median_ms * x / x[0], ":", color="grey", label="proportional to nnz")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("gradient entries per step (nnz = distinct rows x cols)")
-    ax.set_ylabel("median step time (ms)")
-    rows = sorted({t.workload.rows for t in timings})
-    ax.set_title(title or f"fixed table ({', '.join(f'{r:,}' for r in rows)} rows): time against batch")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     return fig
 
