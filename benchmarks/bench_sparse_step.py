@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\nstep peak: inside optimizer.step(grad) with the gradient built; +from_rows: building it too.")
     print(f"\nState bytes per parameter ({base.dtype}):")
     for c in ours + theirs:
-        print(f"  {c.name:<32} {state_bytes_per_param(c, dtype=base.dtype):6.2f}")
+        print(f"  {c.name:<32} {state_bytes_per_param(c, cols=base.cols, dtype=base.dtype):6.2f}")
 
     section("After the run")
     print("load average (1, 5, 15 min):", machine_info()["load average (1, 5, 15 min)"])

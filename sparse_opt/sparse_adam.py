@@ -151,14 +151,16 @@ def dormancy_decays(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``beta1**gap`` and ``beta2**gap`` for ``gap = step - last``, ready to multiply the moments.
 
-    When whole rows are addressed and every entry of a row shares its
-    ``last_step`` (rows updated whole, the embedding case), the gap and its
-    powers are computed once per row and returned as ``(rows, 1)`` columns that
-    broadcast over the row; otherwise one per entry. The factors are the same
-    numbers either way.
+    When whole rows are addressed and ``last`` holds one step per row (1-D), or
+    one per entry but every entry of a row shares it, the gap and its powers are
+    computed once per row and returned as ``(rows, 1)`` columns that broadcast
+    over the row; otherwise one per entry. The factors are the same numbers
+    either way.
     """
-    if by_rows and rows_share_values(last):
-        gap = step - last[:, 0]
+    if by_rows and last.ndim == 2 and rows_share_values(last):
+        last = last[:, 0]
+    if by_rows and last.ndim == 1:
+        gap = step - last
         return powers[0](gap)[:, None], powers[1](gap)[:, None]
     gap = step - last
     return powers[0](gap), powers[1](gap)
@@ -176,11 +178,13 @@ def sparse_adam_update(
 ) -> None:
     """Apply one lazy Adam step at global step ``step`` to the entries ``target`` addresses, in place.
 
-    ``powers`` (``beta1``, ``beta2`` tables) is required in ``DORMANCY_DECAY``
-    mode. See the module docstring for the equations. Costs O(nnz): the target
+    ``last_step`` has the parameters' shape, or, for a 2-D table stepped by
+    whole rows, one entry per row. ``powers`` (``beta1``, ``beta2`` tables) is
+    required in ``DORMANCY_DECAY`` mode. See the module docstring for the equations. Costs O(nnz): the target
     is updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES`
     entries; each piece gathers its entries of every array once, updates them
-    in reusable buffers and scatters them back while they are still in cache. The floating point operations are those of the equations, in their
+    in reusable buffers and scatters them back while they are still in cache.
+    The floating point operations are those of the equations, in their
     order (``maximize`` subtracts ``(1 - beta1) * grad`` where the equations add
     ``(1 - beta1) * -grad``, which rounds identically), so the pieces' sizes
     never change a result.
@@ -190,6 +194,9 @@ def sparse_adam_update(
     dormancy = config.mode is LazyAdamMode.DORMANCY_DECAY
     if dormancy and powers is None:
         raise ValueError("DORMANCY_DECAY needs the beta power tables")
+    per_row = last_step.shape != param.shape
+    if per_row and not (target.by_rows and last_step.shape == param.shape[:1]):
+        raise ValueError(f"last_step of shape {last_step.shape} cannot record this step on parameters of shape {param.shape}")
     beta1, beta2 = config.beta1, config.beta2
     c1, c2 = 1.0 - beta1, 1.0 - beta2
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
@@ -198,7 +205,7 @@ def sparse_adam_update(
     p_at, m_at, v_at, last_at = (target.address(a) for a in (param, m, v, last_step))
     stamp = last_at.filler(step)
     m_buf, v_buf, work = target.buffers(3)
-    (last_buf,) = target.buffers(1, last_step.dtype)
+    (last_buf,) = target.buffers(1, last_step.dtype, per_index=per_row)
     decay1, decay2 = beta1, beta2
     for index, grad in target.chunks():
         k = index.size
@@ -247,8 +254,9 @@ class SparseAdam(SparseOptimizer):
     ----------
     m, v : ndarray
         First and second moments (the parameters' dtype and shape).
-    last_step : ndarray of int64
-        Global step of each coordinate's last update, 0 if never touched.
+    last_step : ndarray of int64, read-only
+        Global step of each coordinate's last update, 0 if never touched. It is
+        the optimizer's own record: restore it with :meth:`load_state_dict`.
     step_count : int
         The global step ``t``: ``step`` calls so far.
     """
@@ -260,13 +268,19 @@ class SparseAdam(SparseOptimizer):
         super().__init__(params, SparseAdamConfig() if config is None else config)
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
-        self.last_step = np.zeros(self.params.shape, dtype=np.int64)
+        self._last = np.zeros(self.params.shape, dtype=np.int64)
         self._powers = None
         if self.config.mode is LazyAdamMode.DORMANCY_DECAY:
             self._powers = (
                 BetaPowers(self.config.beta1, self.params.dtype),
                 BetaPowers(self.config.beta2, self.params.dtype),
             )
+
+    @property
+    def last_step(self) -> np.ndarray:
+        view = self._last.view()
+        view.flags.writeable = False
+        return view
 
     def _state_arrays(self) -> dict[str, np.ndarray]:
         return {"m": self.m, "v": self.v, "last_step": self.last_step}
@@ -284,8 +298,11 @@ class SparseAdam(SparseOptimizer):
         if (arrays["v"] < 0).any():
             raise ValueError("state_dict['v'] has a negative entry")
 
+    def _adopt_state(self, arrays: dict[str, np.ndarray]) -> None:
+        self.m, self.v, self._last = arrays["m"], arrays["v"], arrays["last_step"]
+
     def _apply(self, target: Target, step: int) -> None:
-        sparse_adam_update(self.params, self.m, self.v, self.last_step, target, step, self.config, self._powers)
+        sparse_adam_update(self.params, self.m, self.v, self._last, target, step, self.config, self._powers)
 
 
 class SparseAdamTable(SparseAdam):
@@ -294,6 +311,37 @@ class SparseAdamTable(SparseAdam):
     Identical results to :class:`SparseAdam` run on ``params.reshape(-1)`` with
     ``csr.to_coo()``; ``m``, ``v``, ``last_step`` have the table's shape. Complete
     rows (an embedding lookup's gradient) are gathered and scattered row-wise.
+
+    While every step updates whole rows, all entries of a row share their
+    ``last_step``, so the optimizer stores one int64 per row and ``last_step``
+    is a read-only broadcast view of it: 8 bytes of state per row instead of
+    per entry, and a step reads and writes one number per touched row instead
+    of ``cols``. The first step with incomplete rows expands the record to one
+    int64 per entry (O(table), once); :meth:`load_state_dict` stores one per
+    row again whenever the loaded rows allow it.
     """
 
     _ndim = 2
+
+    def __init__(self, params: np.ndarray, config: SparseAdamConfig | None = None) -> None:
+        super().__init__(params, config)
+        self._last = np.zeros(self.params.shape[:1], dtype=np.int64)
+
+    @property
+    def last_step(self) -> np.ndarray:
+        if self._last.ndim == 1:
+            return np.broadcast_to(self._last[:, None], self.params.shape)
+        return super().last_step
+
+    def _adopt_state(self, arrays: dict[str, np.ndarray]) -> None:
+        last = arrays["last_step"]
+        if last.shape[1] == 0:
+            arrays = {**arrays, "last_step": np.zeros(last.shape[0], dtype=np.int64)}
+        elif rows_share_values(last):
+            arrays = {**arrays, "last_step": last[:, 0].copy()}
+        super()._adopt_state(arrays)
+
+    def _apply(self, target: Target, step: int) -> None:
+        if self._last.ndim == 1 and not target.by_rows and not target.empty:
+            self._last = np.repeat(self._last[:, None], self.params.shape[1], axis=1)
+        super()._apply(target, step)

@@ -85,11 +85,22 @@ def test_torch_contenders_are_empty_without_torch(monkeypatch):
 
 @pytest.mark.parametrize(
     ("index", "dtype", "expected"),
-    [(0, "float32", 16.0), (1, "float32", 16.0), (2, "float32", 4.0), (3, "float32", 8.0), (0, "float64", 24.0), (2, "float64", 8.0)],
+    [(0, "float32", 8.125), (1, "float32", 8.125), (2, "float32", 4.0), (3, "float32", 8.0), (0, "float64", 16.125), (2, "float64", 8.0)],
 )
 def test_state_bytes_per_param(index, dtype, expected):
-    """Adam: m and v in the parameters' dtype plus an int64 last_step; SGD: one buffer; DenseAdam: m, v."""
+    """Adam: m and v in the parameters' dtype plus one int64 last_step per row of 64; SGD: one buffer; DenseAdam: m, v."""
     assert perf.state_bytes_per_param(perf.sparse_opt_contenders()[index], dtype=dtype) == expected
+    assert perf.state_bytes_per_param(perf.sparse_opt_contenders()[index], cols=4, dtype=dtype) == expected + (
+        8 / 4 - 8 / 64 if index < 2 else 0.0
+    )
+
+
+def test_held_bytes_counts_broadcast_data_once():
+    rows = np.arange(5, dtype=np.int64)
+    assert perf.held_bytes(np.zeros((5, 3))) == 5 * 3 * 8
+    assert perf.held_bytes(np.broadcast_to(rows[:, None], (5, 64))) == 5 * 8
+    assert perf.held_bytes(np.broadcast_to(rows, (7, 5))) == 5 * 8
+    assert perf.held_bytes(np.zeros((0, 4))) == 0
 
 
 def test_time_steps_returns_one_timing_per_run_in_order():
@@ -136,7 +147,7 @@ def test_step_memory_is_deterministic_and_proportional_to_nnz():
     assert first.nnz == first.grad_bytes // 4 and first.nnz % 8 == 0
     assert 0 < first.step_ratio < 8 and first.step_peak < base.table_bytes / 100
     assert first.total_peak >= first.step_peak  # building the gradient too
-    assert first.state_bytes_per_param == 16.0
+    assert first.state_bytes_per_param == 4 + 4 + 8 / 8  # m, v and one int64 last_step per row of 8
     bigger = perf.step_memory(contender, Workload(rows=200_000, cols=8, batch=1024, seed=1))
     assert bigger.nnz > first.nnz and bigger.step_peak > first.step_peak
     with pytest.raises(ValueError, match="tracemalloc"):

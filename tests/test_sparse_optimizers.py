@@ -247,6 +247,53 @@ def test_table_equals_flat_and_untouched_stay_bit_identical(schedule, kind, dtyp
             np.testing.assert_array_equal(value.reshape(-1), f_opt.state_dict()[name])
 
 
+@pytest.mark.parametrize("table", [False, True])
+def test_last_step_is_read_only(table):
+    params = np.zeros((3, 2)) if table else np.zeros(6)
+    opt = (so.SparseAdamTable if table else so.SparseAdam)(params)
+    with pytest.raises(ValueError, match="read-only"):
+        opt.last_step[0] = 1
+    with pytest.raises(AttributeError):
+        opt.last_step = np.zeros(params.shape, dtype=np.int64)
+
+
+def test_table_keeps_one_last_step_per_row_until_a_step_has_incomplete_rows():
+    """Whole-row steps: one int64 per row (a broadcast view); incomplete rows: one per entry, from then on."""
+    table = np.zeros((4, 3))
+    opt = so.SparseAdamTable(table, so.SparseAdamConfig(mode=DORMANCY))
+    opt.step(so.CsrGradient.from_rows(np.array([2, 0, 2]), np.ones((3, 3)), 4))
+    assert opt.last_step.shape == (4, 3) and opt.last_step.dtype == np.int64
+    assert opt.last_step.strides[1] == 0  # the row's value, seen in every column
+    assert opt.last_step.tolist() == [[1, 1, 1], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    partial = so.CsrGradient(np.array([0, 1, 1, 1, 1]), np.array([2]), np.array([0.5]), (4, 3))
+    opt.step(partial)  # only entry (0, 2)
+    assert opt.last_step.strides[1] != 0
+    assert opt.last_step.tolist() == [[1, 1, 2], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    opt.step(so.CsrGradient.from_rows(np.array([0]), np.ones((1, 3)), 4))
+    assert opt.last_step.tolist() == [[3, 3, 3], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
+    # a state whose rows each hold one step is stored per row again
+    fresh = so.SparseAdamTable(np.zeros((4, 3)), so.SparseAdamConfig(mode=DORMANCY))
+    fresh.load_state_dict(opt.state_dict())
+    assert fresh.last_step.strides[1] == 0
+    np.testing.assert_array_equal(fresh.last_step, opt.last_step)
+
+
+def test_table_loaded_with_mixed_rows_decays_each_entry_by_its_own_gap():
+    """After loading a state whose row mixes last steps, a whole-row step decays each entry from its own step."""
+    cfg = so.SparseAdamConfig(lr=0.1, beta1=0.5, beta2=0.5, mode=DORMANCY)
+    source = so.SparseAdamTable(np.zeros((1, 2)), cfg)
+    source.step(so.CsrGradient.from_rows(np.array([0]), np.array([[1.0, 1.0]]), 1))  # t = 1: both entries
+    source.step(so.CsrGradient(np.array([0, 1]), np.array([1]), np.array([1.0]), (1, 2)))  # t = 2: entry 1 only
+    source.step(so.CsrGradient(np.array([0, 0]), np.array([], dtype=np.int64), np.array([]), (1, 2)))  # t = 3: empty
+    loaded = so.SparseAdamTable(np.zeros((1, 2)), cfg)
+    loaded.load_state_dict(source.state_dict())
+    assert loaded.last_step.tolist() == [[1, 2]]
+    m_before = loaded.m.copy()
+    loaded.step(so.CsrGradient.from_rows(np.array([0]), np.array([[0.0, 0.0]]), 1))  # t = 4, gaps 3 and 2
+    np.testing.assert_array_equal(loaded.m, m_before * np.array([[0.5**3, 0.5**2]]))
+    assert loaded.last_step.tolist() == [[4, 4]]
+
+
 @given(table_schedules(), st.sampled_from(KINDS), st.integers(0, 8))
 def test_save_load_mid_run_is_bit_identical(schedule, kind, split):
     rows, cols, steps = schedule

@@ -31,7 +31,7 @@ def table_optimizer(kind, table):
         state = [opt.momentum_buffer]
     else:
         opt = so.SparseAdamTable(table, so.SparseAdamConfig(mode=kind))
-        state = [opt.m, opt.v, opt.last_step]
+        state = [opt.m, opt.v]  # last_step: one int64 per row, read-only
     for a in state:
         a.fill(0)  # map every page now: lazily zeroed memory is not the step's doing
     return opt
@@ -85,7 +85,7 @@ def test_same_gradient_same_allocations_on_a_100x_bigger_table(big_table, kind):
 def test_flat_adam_step_allocates_in_proportion_to_nnz(mode):
     params = np.random.default_rng(1).standard_normal(ROWS * COLS).astype(np.float32)
     opt = so.SparseAdam(params, so.SparseAdamConfig(mode=mode))
-    for a in (opt.m, opt.v, opt.last_step):
+    for a in (opt.m, opt.v):
         a.fill(0)
     rng = np.random.default_rng(2)
     for nnz in (100, 2_000, 20_000):

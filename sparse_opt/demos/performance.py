@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import math
 import os
 import platform
 import time
@@ -147,11 +148,8 @@ class Stepper:
         self.apply(self.gradient(ids, row_grads))
 
     def state_bytes(self) -> int:
-        """Bytes of all state arrays (torch tensors counted by ``numel * element_size``)."""
-        total = 0
-        for a in self.state_arrays():
-            total += a.nbytes if isinstance(a, np.ndarray) else a.numel() * a.element_size()
-        return total
+        """Bytes the state arrays hold (:func:`held_bytes`)."""
+        return sum(held_bytes(a) for a in self.state_arrays())
 
 
 @dataclass(frozen=True)
@@ -181,10 +179,27 @@ def _resident(arrays: Sequence[np.ndarray]) -> None:
     faults. Writing zeros over the zero state changes no value; it moves those
     page faults out of the timed steps, as torch's explicitly zero-filled state
     does. The timings are then those of a long run, where every page has been
-    touched.
+    touched. Read-only arrays are views the optimizer derives from smaller
+    storage (``SparseAdamTable.last_step``: one int64 per row, broadcast over
+    the columns); their pages are mapped by the warm-up steps.
     """
     for a in arrays:
-        a.fill(0)
+        if a.flags.writeable:
+            a.fill(0)
+
+
+def held_bytes(a: Any) -> int:
+    """Bytes of memory ``a`` (an ndarray or a torch tensor) holds.
+
+    A broadcast view repeats its data along the axes of stride 0; those are
+    counted once, so ``SparseAdamTable.last_step`` (one int64 per row, seen as
+    one per entry) counts 8 bytes per row.
+    """
+    if isinstance(a, np.ndarray):
+        if a.size == 0:
+            return 0
+        return a.itemsize * math.prod(n for n, stride in zip(a.shape, a.strides) if stride != 0)
+    return a.numel() * a.element_size()
 
 
 def _sparse_opt_stepper(optimizer: Any, state: Callable[[], list[np.ndarray]]) -> Stepper:
@@ -515,8 +530,11 @@ def step_peaks_on_tables(contender: Contender, workload: Workload, rows: Sequenc
     return peaks
 
 
-def state_bytes_per_param(contender: Contender, rows: int = 8, cols: int = 4, dtype: str = "float32") -> float:
-    """Bytes of optimizer state per parameter, measured on a small table after one step.
+def state_bytes_per_param(contender: Contender, rows: int = 8, cols: int = 64, dtype: str = "float32") -> float:
+    """Bytes of optimizer state per parameter (:func:`held_bytes`), measured on a small table after one step.
+
+    ``cols`` matters where state is kept per row (``SparseAdamTable``'s
+    ``last_step``: 8 bytes per row, ``8 / cols`` per parameter).
 
     Works for torch contenders too (their state tensors are created by the first step).
     """
