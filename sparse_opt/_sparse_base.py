@@ -64,24 +64,24 @@ class Target:
         per_index = self.grad.shape[1] if self.by_rows else 1
         return max(1, CHUNK_ENTRIES // max(per_index, 1))
 
-    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def chunks(self, indices_only: bool = False) -> Iterator[Any]:
         """Consecutive pieces ``(index, grad)`` of :meth:`chunk_length` indices (the last one shorter).
 
         Updating the pieces one after the other gives the same numbers as
         updating the whole target: each coordinate's update involves only itself.
+        With ``indices_only``, each piece is just its ``index``.
         """
         size = self.chunk_length()
         for start in range(0, self.index.size, size):
-            yield self.index[start : start + size], self.grad[start : start + size]
+            index = self.index[start : start + size]
+            yield index if indices_only else (index, self.grad[start : start + size])
 
-    def buffers(self, count: int, dtype: np.dtype | type | None = None, per_index: bool = False) -> list[np.ndarray]:
+    def buffers(self, count: int, dtype: np.dtype | type | None = None) -> list[np.ndarray]:
         """``count`` uninitialised arrays shaped like the largest piece's ``grad``, to reuse for every piece.
 
-        Their dtype is ``grad``'s unless ``dtype`` is given. With ``per_index``
-        they hold one value per index of a piece (one per row of a row target).
+        Their dtype is ``grad``'s unless ``dtype`` is given.
         """
-        length = min(self.index.size, self.chunk_length())
-        shape = (length,) if per_index else (length, *self.grad.shape[1:])
+        shape = (min(self.index.size, self.chunk_length()), *self.grad.shape[1:])
         return [np.empty(shape, dtype=self.grad.dtype if dtype is None else dtype) for _ in range(count)]
 
     def address(self, array: np.ndarray) -> Addressed:
@@ -92,9 +92,6 @@ class Target:
 class Addressed:
     """One array as a step reads and writes it: whole rows of a table, or coordinates of its flat view.
 
-    A 1-D array addressed by rows holds one value per row of the table (the
-    per-row ``last_step`` of :class:`~sparse_opt.SparseAdamTable`).
-
     Writing rows goes through a view of the (C-contiguous) table with one
     opaque ``np.void`` item per row, so each row is a single ``memcpy`` rather
     than ``cols`` element copies; reading uses ``take`` with ``mode="clip"``,
@@ -104,8 +101,7 @@ class Addressed:
     Parameters
     ----------
     array : ndarray
-        2-D (one row per table row) or 1-D (one value per table row) when
-        ``by_rows``; any C-contiguous array otherwise.
+        2-D when ``by_rows``; any C-contiguous array otherwise.
     by_rows : bool
         Whether indices address rows (see :class:`Target`).
     """
@@ -116,7 +112,7 @@ class Addressed:
         self.array = array if by_rows else array.reshape(-1)
         self.items: np.ndarray | None = None
         self.item: np.dtype | None = None
-        if by_rows and array.ndim == 2 and array.flags.c_contiguous and array.shape[1]:
+        if by_rows and array.flags.c_contiguous and array.shape[1]:
             self.item = np.dtype((np.void, array.shape[1] * array.itemsize))
             self.items = array.view(self.item).reshape(array.shape[0])
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,6 +167,39 @@ def dormancy_decays(
     return powers[0](gap), powers[1](gap)
 
 
+def record_steps(
+    last_step: np.ndarray, target: Target, step: int, powers: tuple[BetaPowers, BetaPowers] | None
+) -> Iterator[tuple[np.ndarray, np.ndarray] | None]:
+    """Record ``step`` as the last step of every entry ``target`` addresses, piece by piece.
+
+    Yields one item per piece of ``target.chunks()``, in order: the piece's
+    ``(beta1**gap, beta2**gap)`` from the last steps it replaced
+    (:func:`dormancy_decays`), or None when ``powers`` is None (``LAZY`` needs
+    no gaps). ``last_step`` has the parameters' shape, or holds one step per
+    row (1-D) when the target addresses whole rows; then all touched rows are
+    read and stamped at once (one number per row), before the first piece.
+    """
+    if last_step.ndim == 1 and target.by_rows:
+        whole = None if powers is None else dormancy_decays(last_step.take(target.index), step, powers, True)
+        last_step[target.index] = step
+        done = 0
+        for index in target.chunks(indices_only=True):
+            yield None if whole is None else (whole[0][done : done + index.size], whole[1][done : done + index.size])
+            done += index.size
+        return
+    last_at = target.address(last_step)
+    stamp = last_at.filler(step)
+    (last_buf,) = target.buffers(1, last_step.dtype)
+    for index in target.chunks(indices_only=True):
+        # Read the entries before overwriting them, even in LAZY mode: the loads
+        # overlap their cache misses better than stores do, so reading the rows
+        # and then writing them (in cache) is faster than writing them cold.
+        last = last_at.gather(index, out=last_buf[: index.size])
+        decays = None if powers is None else dormancy_decays(last, step, powers, target.by_rows)
+        last_at.fill(index, stamp)
+        yield decays
+
+
 def sparse_adam_update(
     param: np.ndarray,
     m: np.ndarray,
@@ -180,8 +214,8 @@ def sparse_adam_update(
 
     ``last_step`` has the parameters' shape, or, for a 2-D table stepped by
     whole rows, one entry per row. ``powers`` (``beta1``, ``beta2`` tables) is
-    required in ``DORMANCY_DECAY`` mode. See the module docstring for the equations. Costs O(nnz): the target
-    is updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES`
+    required in ``DORMANCY_DECAY`` mode. See the module docstring for the
+    equations. Costs O(nnz): the target is updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES`
     entries; each piece gathers its entries of every array once, updates them
     in reusable buffers and scatters them back while they are still in cache.
     The floating point operations are those of the equations, in their
@@ -194,28 +228,19 @@ def sparse_adam_update(
     dormancy = config.mode is LazyAdamMode.DORMANCY_DECAY
     if dormancy and powers is None:
         raise ValueError("DORMANCY_DECAY needs the beta power tables")
-    per_row = last_step.shape != param.shape
-    if per_row and not (target.by_rows and last_step.shape == param.shape[:1]):
+    if last_step.shape != param.shape and not (target.by_rows and last_step.shape == param.shape[:1]):
         raise ValueError(f"last_step of shape {last_step.shape} cannot record this step on parameters of shape {param.shape}")
     beta1, beta2 = config.beta1, config.beta2
     c1, c2 = 1.0 - beta1, 1.0 - beta2
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
     step_size = config.lr / (1.0 - beta1**step)
     accumulate = np.subtract if config.maximize else np.add
-    p_at, m_at, v_at, last_at = (target.address(a) for a in (param, m, v, last_step))
-    stamp = last_at.filler(step)
+    p_at, m_at, v_at = (target.address(a) for a in (param, m, v))
     m_buf, v_buf, work = target.buffers(3)
-    (last_buf,) = target.buffers(1, last_step.dtype, per_index=per_row)
-    decay1, decay2 = beta1, beta2
-    for index, grad in target.chunks():
+    decays = record_steps(last_step, target, step, powers if dormancy else None)
+    for (index, grad), piece_decays in zip(target.chunks(), decays):
         k = index.size
-        # Read last_step before overwriting it, even in LAZY mode: the loads
-        # overlap their cache misses better than stores do, so reading the rows
-        # and then writing them (in cache) is faster than writing them cold.
-        last = last_at.gather(index, out=last_buf[:k])
-        if dormancy:
-            decay1, decay2 = dormancy_decays(last, step, powers, target.by_rows)
-        last_at.fill(index, stamp)
+        decay1, decay2 = (beta1, beta2) if piece_decays is None else piece_decays
         # m = decay1 * m + (1 - beta1) * g
         m_new = m_at.gather(index, out=m_buf[:k])
         np.multiply(m_new, decay1, out=m_new)
