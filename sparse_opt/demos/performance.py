@@ -426,17 +426,25 @@ def measure_peak(fn: Callable[[], object]) -> int:
 
     tracemalloc sees numpy's array buffers and Python objects, not memory that
     other libraries (torch) allocate themselves. Tracing is started and
-    stopped here unless it was already running.
+    stopped here unless it was already running. The cyclic garbage collector
+    runs first and is paused while ``fn`` runs: otherwise it frees earlier
+    garbage at a moment that varies from call to call, and the same ``fn``
+    reports peaks tens of bytes apart.
     """
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
     try:
         before = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         fn()
         return tracemalloc.get_traced_memory()[1] - before
     finally:
+        if was_enabled:
+            gc.enable()
         if started:
             tracemalloc.stop()
 
@@ -620,7 +628,7 @@ def format_memory(points: Sequence[StepMemory]) -> str:
         lines.append(
             f"{p.contender:<{name_width}}  {p.workload.rows:>10,}  {p.workload.batch:>6}  {p.nnz:>9,}  {p.grad_bytes:>10,}"
             f"  {p.step_peak:>10,}  {p.step_ratio:>7.2f}  {p.total_peak:>10,}  {p.total_ratio:>7.2f}"
-            f"  {p.workload.table_bytes:>13,}  {p.state_bytes_per_param:>13.2f}"
+            f"  {p.workload.table_bytes:>13,}  {p.state_bytes_per_param:>13.3f}"
         )
     return "\n".join(lines)
 
