@@ -31,6 +31,11 @@ torch does, as ``lr / (1 - beta1**t) * m_i / (sqrt(v_i) / sqrt(1 - beta2**t) + e
 and ``last_step_i = t``. Parameters never receive an update on dormant steps, so
 the parameter trajectory differs from dense Adam by design in both modes.
 
+``last_step`` is the optimizer's record (read-only; restore it with
+``load_state_dict``). :class:`SparseAdamTable` keeps it per row while its
+steps update whole rows, the embedding case, since the entries of such a row
+always share it (see the class).
+
 Source: the sparse optimizer module's specification (lazy Adam with dormancy
 catch-up); Kingma & Ba, "Adam" (2015) for the dense recursion.
 """
@@ -293,7 +298,7 @@ class SparseAdam(SparseOptimizer):
         super().__init__(params, SparseAdamConfig() if config is None else config)
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
-        self._last = np.zeros(self.params.shape, dtype=np.int64)
+        self._last = self._fresh_last_step()
         self._powers = None
         if self.config.mode is LazyAdamMode.DORMANCY_DECAY:
             self._powers = (
@@ -301,8 +306,13 @@ class SparseAdam(SparseOptimizer):
                 BetaPowers(self.config.beta2, self.params.dtype),
             )
 
+    def _fresh_last_step(self) -> np.ndarray:
+        """The record of a new optimizer: 0 (never touched) for every coordinate."""
+        return np.zeros(self.params.shape, dtype=np.int64)
+
     @property
     def last_step(self) -> np.ndarray:
+        """Global step of each coordinate's last update (int64, read-only view)."""
         view = self._last.view()
         view.flags.writeable = False
         return view
@@ -348,12 +358,12 @@ class SparseAdamTable(SparseAdam):
 
     _ndim = 2
 
-    def __init__(self, params: np.ndarray, config: SparseAdamConfig | None = None) -> None:
-        super().__init__(params, config)
-        self._last = np.zeros(self.params.shape[:1], dtype=np.int64)
+    def _fresh_last_step(self) -> np.ndarray:
+        return np.zeros(self.params.shape[:1], dtype=np.int64)
 
     @property
     def last_step(self) -> np.ndarray:
+        """Global step of each entry's last update (int64, the table's shape, read-only view)."""
         if self._last.ndim == 1:
             return np.broadcast_to(self._last[:, None], self.params.shape)
         return super().last_step
