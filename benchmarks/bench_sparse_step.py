@@ -67,7 +67,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="ids looked up per step [4096]")
     p.add_argument("--skew", type=float, default=1.0, help="Zipf exponent of the ids [1.0]")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="table, gradient and state dtype [float32]")
-    p.add_argument("--repeats", type=int, default=None, help="timed steps per sparse contender [100]")
+    p.add_argument("--repeats", type=int, default=None, help="timed steps per sparse contender [300]")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first [20]")
     p.add_argument("--dense-repeats", type=int, default=None, help="timed steps per dense contender [5]")
     p.add_argument("--sweep-rows", type=int, nargs="*", default=None, help="table sizes of the rows sweep [1e5 1e6 1e7]")
@@ -80,7 +80,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     defaults = {
         "rows": (1_000_000, 100_000),
         "batch": (4096, 1024),
-        "repeats": (100, 30),
+        "repeats": (300, 30),
         "warmup": (20, 5),
         "dense_repeats": (5, 3),
         "sweep_rows": ([100_000, 1_000_000, 10_000_000], [10_000, 100_000, 1_000_000]),
