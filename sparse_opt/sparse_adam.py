@@ -218,13 +218,14 @@ def sparse_adam_update(
     """Apply one lazy Adam step at global step ``step`` to the entries ``target`` addresses, in place.
 
     ``last_step`` has the parameters' shape, or, for a 2-D table stepped by
-    whole rows, one entry per row. ``powers`` (``beta1``, ``beta2`` tables) is
-    required in ``DORMANCY_DECAY`` mode. See the module docstring for the
-    equations. Costs O(nnz): the target is updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES`
-    entries; each piece gathers its entries of every array once, updates them
-    in reusable buffers and scatters them back while they are still in cache.
-    The floating point operations are those of the equations, in their
-    order (``maximize`` subtracts ``(1 - beta1) * grad`` where the equations add
+    whole rows, one entry per row (:func:`record_steps`). ``powers`` (``beta1``,
+    ``beta2`` tables) is required in ``DORMANCY_DECAY`` mode. See the module
+    docstring for the equations. Costs O(nnz): the target is updated in pieces
+    of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES` entries; each piece
+    gathers its entries of every array once, updates them in reusable buffers
+    and scatters them back while they are still in cache. The floating point
+    operations are those of the equations, in their order (``maximize``
+    subtracts ``(1 - beta1) * grad`` where the equations add
     ``(1 - beta1) * -grad``, which rounds identically), so the pieces' sizes
     never change a result.
     """
@@ -234,7 +235,9 @@ def sparse_adam_update(
     if dormancy and powers is None:
         raise ValueError("DORMANCY_DECAY needs the beta power tables")
     if last_step.shape != param.shape and not (target.by_rows and last_step.shape == param.shape[:1]):
-        raise ValueError(f"last_step of shape {last_step.shape} cannot record this step on parameters of shape {param.shape}")
+        raise ValueError(
+            f"last_step of shape {last_step.shape} cannot record this step on parameters of shape {param.shape}"
+        )
     beta1, beta2 = config.beta1, config.beta2
     c1, c2 = 1.0 - beta1, 1.0 - beta2
     bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
