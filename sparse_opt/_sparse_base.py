@@ -64,17 +64,15 @@ class Target:
         per_index = self.grad.shape[1] if self.by_rows else 1
         return max(1, CHUNK_ENTRIES // max(per_index, 1))
 
-    def chunks(self, indices_only: bool = False) -> Iterator[Any]:
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Consecutive pieces ``(index, grad)`` of :meth:`chunk_length` indices (the last one shorter).
 
         Updating the pieces one after the other gives the same numbers as
         updating the whole target: each coordinate's update involves only itself.
-        With ``indices_only``, each piece is just its ``index``.
         """
         size = self.chunk_length()
         for start in range(0, self.index.size, size):
-            index = self.index[start : start + size]
-            yield index if indices_only else (index, self.grad[start : start + size])
+            yield self.index[start : start + size], self.grad[start : start + size]
 
     def buffers(self, count: int, dtype: np.dtype | type | None = None) -> list[np.ndarray]:
         """``count`` uninitialised arrays shaped like the largest piece's ``grad``, to reuse for every piece.

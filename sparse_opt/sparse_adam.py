@@ -188,14 +188,14 @@ def record_steps(
         whole = None if powers is None else dormancy_decays(last_step.take(target.index), step, powers, True)
         last_step[target.index] = step
         done = 0
-        for index in target.chunks(indices_only=True):
+        for index, _ in target.chunks():
             yield None if whole is None else (whole[0][done : done + index.size], whole[1][done : done + index.size])
             done += index.size
         return
     last_at = target.address(last_step)
     stamp = last_at.filler(step)
     (last_buf,) = target.buffers(1, last_step.dtype)
-    for index in target.chunks(indices_only=True):
+    for index, _ in target.chunks():
         # Read the entries before overwriting them, even in LAZY mode: the loads
         # overlap their cache misses better than stores do, so reading the rows
         # and then writing them (in cache) is faster than writing them cold.
