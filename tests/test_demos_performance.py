@@ -128,6 +128,14 @@ def test_sweeps_cover_every_contender_and_size():
     assert all(t.workload.rows == SMALL.rows for t in by_batch)
 
 
+def test_measure_peak_with_repeats_keeps_the_smallest_peak():
+    sizes = iter([300_000, 100_000, 200_000])
+    peak = perf.measure_peak(lambda: np.ones(next(sizes)), repeats=3)
+    assert 800_000 <= peak < 1_600_000  # 100,000 float64, not 300,000
+    with pytest.raises(StopIteration):
+        next(sizes)
+
+
 def test_measure_peak_counts_what_the_function_allocates_and_restores_tracing():
     assert perf.measure_peak(lambda: np.ones(100_000)) >= 800_000
     assert not tracemalloc.is_tracing()
@@ -142,8 +150,10 @@ def test_measure_peak_counts_what_the_function_allocates_and_restores_tracing():
 def test_step_memory_is_deterministic_and_proportional_to_nnz():
     base = Workload(rows=200_000, cols=8, batch=256, seed=1)
     contender = perf.sparse_opt_contenders()[1]
-    first = perf.step_memory(contender, base)
-    assert first == perf.step_memory(contender, base)
+    first, second = perf.step_memory(contender, base), perf.step_memory(contender, base)
+    assert replace(first, step_peak=0, total_peak=0) == replace(second, step_peak=0, total_peak=0)
+    assert abs(first.step_peak - second.step_peak) <= BOOKKEEPING_BYTES
+    assert abs(first.total_peak - second.total_peak) <= BOOKKEEPING_BYTES
     assert first.nnz == first.grad_bytes // 4 and first.nnz % 8 == 0
     assert 0 < first.step_ratio < 8 and first.step_peak < base.table_bytes / 100
     assert first.total_peak >= first.step_peak  # building the gradient too
@@ -154,11 +164,17 @@ def test_step_memory_is_deterministic_and_proportional_to_nnz():
         perf.step_memory(perf.Contender("x", "torch", False, lambda t: None), base)
 
 
+#: Bytes two measurements of the same step may differ by: numpy's cache of small
+#: dimension/stride blocks and Python's free lists keep freed blocks that
+#: tracemalloc still counts (see measure_peak). Array buffers add up exactly.
+BOOKKEEPING_BYTES = 1024
+
+
 def test_same_gradient_same_peak_on_any_table_but_dense_grows():
     workload = Workload(rows=1_000, cols=8, batch=128, seed=2)
     for contender in perf.sparse_opt_contenders(dense=False):
         small, large = perf.step_peaks_on_tables(contender, workload, [1_000, 100_000])
-        assert small == large > 0
+        assert small > 0 and abs(small - large) <= BOOKKEEPING_BYTES
     small, large = perf.step_peaks_on_tables(perf.sparse_opt_contenders()[3], workload, [1_000, 100_000])
     assert large > 50 * small  # DenseAdam: table-sized temporaries
     with pytest.raises(ValueError, match="would not fit"):

@@ -421,27 +421,46 @@ def batch_sweep(
     return out
 
 
-def measure_peak(fn: Callable[[], object]) -> int:
+#: Steps :func:`step_memory` and :func:`step_peaks_on_tables` trace per number
+#: (the same gradient each time; the smallest peak counts, see :func:`measure_peak`).
+PEAK_REPEATS = 3
+
+
+def measure_peak(fn: Callable[[], object], repeats: int = 1) -> int:
     """Peak bytes allocated while ``fn()`` runs, above what was allocated before, per :mod:`tracemalloc`.
 
     tracemalloc sees numpy's array buffers and Python objects, not memory that
     other libraries (torch) allocate themselves. Tracing is started and
     stopped here unless it was already running. The cyclic garbage collector
     runs first and is paused while ``fn`` runs: otherwise it frees earlier
-    garbage at a moment that varies from call to call, and the same ``fn``
-    reports peaks tens of bytes apart.
+    garbage at a moment that varies from call to call.
+
+    Small blocks can still differ by some hundreds of bytes between calls:
+    numpy caches freed dimension/stride blocks and Python keeps freed tuples,
+    floats and frames on free lists, and tracemalloc counts those as allocated
+    by whoever allocated them first (a full collection empties Python's free
+    lists, not numpy's cache). Array buffers are counted exactly.
+
+    tracemalloc counts every thread's allocations. Where other threads run
+    Python code (a Jupyter kernel's), they can add to one measurement; with
+    ``repeats`` > 1, ``fn`` runs that many times and the smallest peak is
+    returned (others' allocations only ever add), so ``fn`` must allocate the
+    same on every call.
     """
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
     was_enabled = gc.isenabled()
-    gc.collect()
     gc.disable()
     try:
-        before = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1] - before
+        peaks = []
+        for _ in range(max(repeats, 1)):
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            fn()
+            peaks.append(tracemalloc.get_traced_memory()[1] - before)
+        return min(peaks)
     finally:
         if was_enabled:
             gc.enable()
@@ -499,7 +518,8 @@ def step_memory(contender: Contender, workload: Workload, warmup: int = 3) -> St
     """Measure one step of a ``sparse_opt`` contender with :func:`measure_peak`.
 
     The table, optimizer and gradient are allocated before tracing starts;
-    ``warmup`` steps run first, so the measured step is an ordinary one.
+    ``warmup`` steps run first, so the measured step is an ordinary one (the
+    smallest peak of :data:`PEAK_REPEATS` steps with the same gradient).
     Deterministic for a given workload (the allocations do not depend on timing).
     """
     if contender.library != "sparse_opt":
@@ -510,8 +530,8 @@ def step_memory(contender: Contender, workload: Workload, warmup: int = 3) -> St
         stepper.step(ids, grads)
     ids, grads = batches[warmup]
     grad = stepper.gradient(ids, grads)
-    step_peak = measure_peak(lambda: stepper.apply(grad))
-    total_peak = measure_peak(lambda: stepper.step(ids, grads))
+    step_peak = measure_peak(lambda: stepper.apply(grad), PEAK_REPEATS)
+    total_peak = measure_peak(lambda: stepper.step(ids, grads), PEAK_REPEATS)
     nnz = np.unique(ids).size * workload.cols
     return StepMemory(contender.name, workload, nnz, step_peak, total_peak, stepper.state_bytes())
 
@@ -520,9 +540,9 @@ def step_peaks_on_tables(contender: Contender, workload: Workload, rows: Sequenc
     """Peak bytes one step allocates, with the same gradient, on tables of each size in ``rows``.
 
     The gradient is that of ``workload``'s first batch (its ids are valid in
-    any table of at least ``workload.rows`` rows), taken twice: once untimed to
-    create any lazily created state, then traced with :func:`measure_peak` (the
-    gradient built beforehand). For a lazy optimizer all the peaks are equal;
+    any table of at least ``workload.rows`` rows), taken once untraced to create
+    any lazily created state, then :data:`PEAK_REPEATS` times traced with
+    :func:`measure_peak` (the gradient built beforehand). For a lazy optimizer all the peaks are equal;
     for a dense one they grow with the table.
     """
     ids, grads = workload.batches(1)[0]
@@ -533,7 +553,7 @@ def step_peaks_on_tables(contender: Contender, workload: Workload, rows: Sequenc
         stepper = contender.make(replace(workload, rows=r).table())
         stepper.step(ids, grads)
         grad = stepper.gradient(ids, grads)
-        peaks.append(measure_peak(partial(stepper.apply, grad)))
+        peaks.append(measure_peak(partial(stepper.apply, grad), PEAK_REPEATS))
         del stepper, grad  # free this table before the next one is allocated
     return peaks
 
