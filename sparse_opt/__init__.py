@@ -4,8 +4,9 @@ Public names (``import sparse_opt as so``):
 
 - sparse gradients: :class:`CooGradient` (1-D), :class:`CsrGradient` (2-D table);
 - lazy sparse optimizers: :class:`SparseSgd`, :class:`SparseSgdTable`,
-  :class:`SparseAdam`, :class:`SparseAdamTable`, their configs and
-  :class:`LazyAdamMode`;
+  :class:`SparseAdam`, :class:`SparseAdamTable`, :class:`SparseAdagrad`,
+  :class:`SparseAdagradTable`, their configs, and :class:`LazyMode` (the
+  semantics of dormant coordinates; :data:`LazyAdamMode` is the same enum);
 - dense optimizers: :class:`DenseAdam` (the yardstick), :class:`Adafactor`
   (``torch.optim.Adafactor`` semantics) and :class:`EGDD` (lingvo's).
 
@@ -18,7 +19,9 @@ from sparse_opt.coo import CooGradient
 from sparse_opt.csr import CsrGradient
 from sparse_opt.dense_adam import DenseAdam
 from sparse_opt.egdd import EGDD
-from sparse_opt.sparse_adam import LazyAdamMode, SparseAdam, SparseAdamConfig, SparseAdamTable
+from sparse_opt.modes import LazyAdamMode, LazyMode
+from sparse_opt.sparse_adagrad import SparseAdagrad, SparseAdagradConfig, SparseAdagradTable
+from sparse_opt.sparse_adam import SparseAdam, SparseAdamConfig, SparseAdamTable
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig, SparseSgdTable
 
 __all__ = [
@@ -28,6 +31,10 @@ __all__ = [
     "DenseAdam",
     "EGDD",
     "LazyAdamMode",
+    "LazyMode",
+    "SparseAdagrad",
+    "SparseAdagradConfig",
+    "SparseAdagradTable",
     "SparseAdam",
     "SparseAdamConfig",
     "SparseAdamTable",
@@ -35,4 +42,4 @@ __all__ = [
     "SparseSgdConfig",
     "SparseSgdTable",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

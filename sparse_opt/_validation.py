@@ -1,4 +1,4 @@
-"""Argument checks shared by every optimizer and gradient type.
+"""Argument checks shared by every optimizer: hyper-parameters, parameter arrays, dense gradients, new state.
 
 Every check raises before anything is mutated, with a message that names the
 field and the offending value or position (the convention of ``torch.optim``'s
@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sparse_opt._arrays import cast_values, check_array_like, describe_position, first_not_finite
+
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -20,11 +22,20 @@ def check_param_array(x: object, ndim: int | None, name: str = "params") -> np.n
     """Check that ``x`` can be updated in place as an optimizer's parameters.
 
     Parameters must be a writeable, C-contiguous ``float32`` or ``float64``
-    :class:`numpy.ndarray` (``ndim`` dimensions unless ``ndim`` is None). The very
-    same array is returned: optimizers update the caller's array, never a copy.
+    :class:`numpy.ndarray` (``ndim`` dimensions unless ``ndim`` is None); a
+    :class:`numpy.memmap` is one (a table larger than memory). Other subclasses
+    are refused with ``TypeError``: ``np.matrix`` turns ``*`` into a matrix
+    product and keeps two dimensions under indexing, a masked array would
+    silently ignore its mask. The very same array is returned: optimizers update
+    the caller's array, never a copy.
     """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if type(x) is not np.ndarray and not isinstance(x, np.memmap):
+        raise TypeError(
+            f"{name} must be a plain numpy.ndarray (or numpy.memmap), got {type(x).__name__}; "
+            "np.asarray(x) gives the plain array"
+        )
     if x.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{name} must have dtype float32 or float64, got {x.dtype}")
     if ndim is not None and x.ndim != ndim:
@@ -34,26 +45,6 @@ def check_param_array(x: object, ndim: int | None, name: str = "params") -> np.n
     if not x.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous (np.ascontiguousarray makes a copy you can keep)")
     return x
-
-
-def check_finite(
-    values: np.ndarray, name: str, positions: np.ndarray | None = None, position_name: str = "coordinate"
-) -> None:
-    """Raise ``ValueError`` naming the first NaN or infinite entry of ``values``.
-
-    ``positions``, when given, maps the first axis of ``values`` to what it stands
-    for (a sparse gradient's coordinates, or a table's row ids), so the message
-    can name both.
-    """
-    finite = np.isfinite(values)
-    if finite.all():
-        return
-    first = int(np.flatnonzero(~finite.reshape(-1))[0])
-    where = tuple(int(i) for i in np.unravel_index(first, values.shape))
-    label = where[0] if len(where) == 1 else where
-    bad = values.reshape(-1)[first]
-    at = f" ({position_name} {int(positions[where[0]])})" if positions is not None else ""
-    raise ValueError(f"{name}[{label}] = {bad} is not finite{at}")
 
 
 def check_scalar(
@@ -92,45 +83,12 @@ def check_bool(name: str, value: object) -> bool:
     return bool(value)
 
 
-def check_index_dtype(x: np.ndarray, name: str) -> None:
-    """Raise ``TypeError`` unless ``x`` holds integers (bools are refused).
-
-    An empty array of any real dtype is accepted, so ``[]`` is a valid empty
-    index list.
-    """
-    if x.size == 0 and (x.dtype.kind in "iuf"):
-        return
-    if x.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be an integer array, got dtype {x.dtype}")
-
-
-def check_value_dtype(x: np.ndarray, name: str) -> None:
-    """Raise ``TypeError`` unless ``x`` holds real floating point numbers.
-
-    An empty array of any real dtype is accepted (``[]`` is a valid empty list).
-    """
-    if x.size == 0 and (x.dtype.kind in "iuf"):
-        return
-    if x.dtype.kind != "f":
-        raise TypeError(f"{name} must be a floating point array, got dtype {x.dtype}")
-
-
-def check_size(name: str, value: object) -> int:
-    """Return ``value`` as a non-negative Python int (a dimension or a count)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be a non-negative int, got {value!r}")
-    v = int(value)
-    if v < 0:
-        raise ValueError(f"{name} must be non-negative, got {v}")
-    return v
-
-
 def as_param_list(params: object) -> list[np.ndarray]:
     """Normalise ``params`` (one ndarray, or a list/tuple of them) to a list.
 
     Each entry is checked with :func:`check_param_array` (any number of
     dimensions) and the same arrays are kept, so updates land in the caller's
-    arrays. The same array may not appear twice.
+    arrays. No two may share memory.
     """
     if isinstance(params, np.ndarray):
         items: Sequence[object] = [params]
@@ -148,15 +106,19 @@ def as_param_list(params: object) -> list[np.ndarray]:
     return out
 
 
-def check_dense_grads(grads: object, params: list[np.ndarray]) -> list[np.ndarray | None]:
+def check_dense_grads(
+    grads: object, params: list[np.ndarray], state: Sequence[np.ndarray] = ()
+) -> list[np.ndarray | None]:
     """Check one dense gradient per parameter and cast each to its dtype.
 
     ``grads`` is a list (or, for a single parameter, one array) with one entry per
-    parameter; ``None`` skips that parameter. A gradient that shares memory with a
-    parameter is copied (as ``p.grad`` in torch never aliases ``p``). A sparse gradient object
-    (:class:`~sparse_opt.CooGradient`, :class:`~sparse_opt.CsrGradient`, or
-    anything that is not array-like numbers) is refused with ``TypeError``. Shapes
-    must match exactly and every value must be finite.
+    parameter; ``None`` skips that parameter. A sparse gradient object (anything
+    with ``nnz``) or any other non-numeric object is refused with ``TypeError``.
+    Shapes must match exactly and every value must be finite and representable in
+    the parameter's dtype (the cast path of :func:`~sparse_opt._arrays.cast_values`).
+    A gradient that shares memory with a parameter or with any array in ``state``
+    is copied first: ``step([p])`` or ``step(opt.m)`` means the gradient's values
+    at the call, as torch's ``p.grad`` (never a parameter or a state tensor) does.
     """
     if isinstance(grads, (np.ndarray, np.generic)) and len(params) == 1:
         grads = [grads]
@@ -164,31 +126,50 @@ def check_dense_grads(grads: object, params: list[np.ndarray]) -> list[np.ndarra
         raise TypeError(f"grads must be a list with one entry per parameter, got {type(grads).__name__}")
     if len(grads) != len(params):
         raise ValueError(f"grads has {len(grads)} entries but there are {len(params)} parameters")
+    owned = [*params, *state]
     out: list[np.ndarray | None] = []
     for i, (g, p) in enumerate(zip(grads, params)):
         if g is None:
             out.append(None)
             continue
-        if hasattr(g, "nnz") or not isinstance(g, (np.ndarray, numbers.Real, list, tuple)):
+        if hasattr(g, "nnz"):
             raise TypeError(
                 f"grads[{i}] is a {type(g).__name__}; this optimizer takes dense ndarray gradients only "
                 "(call .to_dense() on a sparse gradient if a dense update is what you want)"
             )
+        check_array_like(g, f"grads[{i}]")
         a = np.asarray(g)
         if a.dtype.kind not in "iuf":
             raise TypeError(f"grads[{i}] must hold real numbers, got dtype {a.dtype}")
         if a.shape != p.shape:
             raise ValueError(f"grads[{i}] has shape {a.shape} but params[{i}] has shape {p.shape}")
-        check_finite(a, f"grads[{i}]")
-        if a.dtype != p.dtype:
-            with np.errstate(over="ignore"):
-                cast = a.astype(p.dtype)
-            overflow = ~np.isfinite(cast)
-            if overflow.any():
-                bad = a.reshape(-1)[int(np.flatnonzero(overflow.reshape(-1))[0])]
-                raise ValueError(f"grads[{i}] holds {bad}, which overflows {p.dtype}")
-            a = cast
-        if any(np.may_share_memory(a, q) for q in params):
-            a = a.copy()  # step([p]) must not see p change in the middle of the update
-        out.append(a)
+        if a.dtype.kind != "f":
+            a = a.astype(np.float64)
+        cast = cast_values(a, p.dtype, f"grads[{i}]")
+        if cast is a and any(np.may_share_memory(a, q) for q in owned):
+            cast = a.copy()
+        out.append(cast)
     return out
+
+
+def check_new_state(
+    name: str,
+    values: np.ndarray,
+    positions: np.ndarray | None = None,
+    position_name: str = "coordinate",
+    nonnegative: bool = False,
+) -> None:
+    """Refuse a step whose new state ``values`` would hold a NaN or infinity.
+
+    Called on the computed state before anything is written, so that a refused
+    step leaves parameters and state as they were, and every state an optimizer
+    reaches is one its ``load_state_dict`` accepts. ``nonnegative`` (second
+    moments, accumulators) makes the check one reduction instead of two.
+    """
+    k = first_not_finite(values, nonnegative)
+    if k is not None:
+        where = describe_position(name, values, k, "", positions, position_name).replace("  ", " ")
+        raise ValueError(
+            f"step refused: it would make {where}, which is not finite (a gradient too large for "
+            f"{values.dtype}?); parameters and state are unchanged"
+        )

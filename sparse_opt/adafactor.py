@@ -70,31 +70,46 @@ from typing import Any
 
 import numpy as np
 
-from sparse_opt._state_io import check_config, check_keys, take_array, take_int
-from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_finite, check_scalar
+from sparse_opt._arrays import INT64_MAX
+from sparse_opt._state import Entry, Stateful, counter, float_array
+from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_new_state, check_scalar
+
+
+def _norm(x: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Euclidean norm as torch's CPU kernel computes it: squares summed in ``x``'s dtype.
+
+    A norm over a single element is ``|x|`` (torch returns it without squaring,
+    so a float32 ``1e20`` stays finite where ``sqrt(1e20**2)`` overflows).
+    ``axis`` keeps its dimension.
+    """
+    if (x.size if axis is None else x.shape[axis]) == 1:
+        out = np.abs(x)
+        return out.reshape(()) if axis is None else out
+    if axis is None:
+        return np.asarray(np.linalg.norm(x.reshape(-1)))
+    return np.linalg.norm(x, axis=axis, keepdims=True)
 
 
 def _rms(x: np.ndarray) -> float:
     """``norm(x) / sqrt(x.size)`` as a Python float, in torch's order of operations."""
-    return float(np.linalg.norm(x)) / (x.size**0.5)
+    return float(_norm(x)) / (x.size**0.5)
 
 
-def _lerp_(state: np.ndarray, end: np.ndarray, weight: float) -> None:
-    """``state += weight * (end - state)`` in place, with ``torch.lerp``'s two branches.
+def _lerp(state: np.ndarray, end: np.ndarray, weight: float) -> np.ndarray:
+    """``state + weight * (end - state)`` (a new array), with ``torch.lerp``'s two branches.
 
     torch computes ``end - (end - state) * (1 - weight)`` when ``|weight| >= 0.5``
     (exact at ``weight == 1``), and casts ``weight`` to the arrays' dtype first.
     """
     w = state.dtype.type(weight)
     if abs(w) < 0.5:
-        state += w * (end - state)
-    else:
-        state[...] = end - (end - state) * (1 - w)
+        return np.asarray(state + w * (end - state))
+    return np.asarray(end - (end - state) * (1 - w))
 
 
 def _factor_mean(grad: np.ndarray, axis: int) -> np.ndarray:
     """``mean(grad**2, axis, keepdims=True)`` computed as torch does: ``norm**2 / n``."""
-    mean = np.square(np.linalg.norm(grad, axis=axis, keepdims=True))
+    mean = np.square(_norm(grad, axis))
     mean /= grad.shape[axis]
     return mean
 
@@ -123,8 +138,8 @@ def adafactor_update(
     d: float,
     weight_decay: float,
     maximize: bool,
-) -> None:
-    """Apply one Adafactor update to one parameter, in place.
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One Adafactor update of one parameter: returns the new parameter and state, mutates nothing.
 
     The functional core, like torch's ``_single_tensor_adafactor`` for one
     tensor; the equations are in the module docstring. No argument is checked.
@@ -132,51 +147,51 @@ def adafactor_update(
     Parameters
     ----------
     param : ndarray
-        The parameter (float32 or float64, at least one element), updated in place.
+        The parameter (float32 or float64, at least one element).
     grad : ndarray
-        Finite gradient, ``param``'s shape and dtype. Only read (it must not share
-        memory with ``param``).
+        Finite gradient, ``param``'s shape and dtype.
     step : int
         The step number ``t >= 1`` of this update (the count after incrementing).
     state : mapping
         ``"row_var"`` ``(..., R, 1)`` and ``"col_var"`` ``(..., 1, C)`` if
-        ``param.ndim >= 2``, else ``"variance"`` (``param``'s shape); updated in place.
+        ``param.ndim >= 2``, else ``"variance"`` (``param``'s shape).
     lr, beta2_decay, eps2, d, weight_decay, maximize
         As for :class:`Adafactor`.
     eps1 : float
         Already resolved (``None`` replaced by the dtype's epsilon).
     """
-    if maximize:
-        grad = -grad
-    t = float(step)
-    one_minus_beta2 = t**beta2_decay
-    rho = min(lr, 1 / (t**0.5))
-    alpha = max(eps2, _rms(param)) * rho
+    with np.errstate(all="ignore"):  # Adafactor.step refuses non-finite state before writing anything
+        if maximize:
+            grad = -grad
+        t = float(step)
+        one_minus_beta2 = t**beta2_decay
+        rho = min(lr, 1 / (t**0.5))
+        alpha = max(eps2, _rms(param)) * rho
 
-    if weight_decay != 0:
-        param *= 1 - lr * weight_decay
+        new_param = np.asarray(param * (1 - lr * weight_decay)) if weight_decay != 0 else param.copy()
 
-    if grad.ndim > 1:
-        row_var, col_var = state["row_var"], state["col_var"]
-        _lerp_(row_var, _factor_mean(grad, -1), one_minus_beta2)
-        _lerp_(col_var, _factor_mean(grad, -2), one_minus_beta2)
-        var_estimate = factored_second_moment(row_var, col_var, eps1)
-    else:
-        variance = state["variance"]
-        _lerp_(variance, grad * grad, one_minus_beta2)
-        var_estimate = variance.copy()
+        if grad.ndim > 1:
+            row_var = _lerp(state["row_var"], _factor_mean(grad, -1), one_minus_beta2)
+            col_var = _lerp(state["col_var"], _factor_mean(grad, -2), one_minus_beta2)
+            new_state = {"row_var": row_var, "col_var": col_var}
+            var_estimate = factored_second_moment(row_var, col_var, eps1)
+        else:
+            variance = _lerp(state["variance"], grad * grad, one_minus_beta2)
+            new_state = {"variance": variance}
+            var_estimate = variance.copy()
 
-    # eps1 is squared because the square root comes after.
-    update = np.maximum(var_estimate, eps1 * eps1, out=var_estimate)
-    np.sqrt(update, out=update)
-    np.divide(1, update, out=update)
-    update *= grad
-    denom = max(1.0, float(np.linalg.norm(update)) / ((update.size**0.5) * d))
-    update *= -alpha / denom
-    param += update
+        # eps1 is squared because the square root comes after.
+        update = np.maximum(var_estimate, eps1 * eps1, out=var_estimate)
+        np.sqrt(update, out=update)
+        np.divide(1, update, out=update)
+        update *= grad
+        denom = max(1.0, float(_norm(update)) / ((update.size**0.5) * d))
+        update *= -alpha / denom
+        new_param += update
+    return new_param, new_state
 
 
-class Adafactor:
+class Adafactor(Stateful):
     r"""Adafactor over a list of dense float arrays, as ``torch.optim.Adafactor``.
 
     Update equations, their source and the deviations from the paper are in the
@@ -277,15 +292,19 @@ class Adafactor:
             Every gradient is checked before anything is updated, so on any
             error the parameters and the state are exactly as before.
         """
-        checked = check_dense_grads(grads, self.params)
-        for p, g, state in zip(self.params, checked, self.state):
+        arrays = [a for state in self.state for key, a in state.items() if key != "step"]
+        checked = check_dense_grads(grads, self.params, state=arrays)
+        updates: list[tuple[int, np.ndarray, dict[str, np.ndarray]] | None] = []
+        for i, (p, g, state) in enumerate(zip(self.params, checked, self.state)):
             if g is None:
+                updates.append(None)
                 continue
-            state["step"] += 1
-            adafactor_update(
+            if state["step"] >= INT64_MAX:
+                raise ValueError(f"params[{i}] has taken 2**63 - 1 steps, the most an int64 step counts")
+            new_param, new_state = adafactor_update(
                 p,
                 g,
-                state["step"],
+                state["step"] + 1,
                 state,
                 lr=self.lr,
                 beta2_decay=self.beta2_decay,
@@ -295,6 +314,14 @@ class Adafactor:
                 weight_decay=self.weight_decay,
                 maximize=self.maximize,
             )
+            for key, value in new_state.items():
+                check_new_state(f"params[{i}] {key}", value)
+            updates.append((state["step"] + 1, new_param, new_state))
+        for p, state, update in zip(self.params, self.state, updates):
+            if update is not None:
+                step, new_param, new_state = update
+                p[...] = new_param
+                state.update(new_state, step=step)
 
     def _config(self) -> dict[str, Any]:
         """Hyperparameters as state_dict entries (``eps1=None`` stored as NaN)."""
@@ -309,48 +336,23 @@ class Adafactor:
             "num_params": len(self.params),
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """Config and copies of every parameter's state, as flat numpy values.
-
-        Keys: ``lr``, ``beta2_decay``, ``eps1`` (NaN for ``None``), ``eps2``,
-        ``d``, ``weight_decay``, ``maximize``, ``num_params``, and per parameter
-        ``i``: ``param.{i}.step`` and ``param.{i}.row_var``/``param.{i}.col_var``
-        or ``param.{i}.variance``. Round-trips through ``np.savez`` and
-        ``np.load(..., allow_pickle=False)``.
-        """
-        out: dict[str, Any] = self._config()
+    def _state_entries(self) -> list[Entry]:
+        """Per parameter ``i``: ``param.{i}.step`` and ``param.{i}.row_var``/``col_var`` or ``.variance`` (>= 0)."""
+        entries = []
         for i, state in enumerate(self.state):
+            entries.append(counter(f"param.{i}.step"))
             for key, value in state.items():
-                out[f"param.{i}.{key}"] = np.int64(value) if key == "step" else value.copy()
-        return out
+                if key != "step":
+                    entries.append(float_array(f"param.{i}.{key}", value, nonnegative=True))
+        return entries
 
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` taken from an Adafactor over same-shaped parameters.
+    def _state_values(self) -> dict[str, Any]:
+        return {f"param.{i}.{key}": value for i, state in enumerate(self.state) for key, value in state.items()}
 
-        Raises
-        ------
-        ValueError
-            Keys, config, a state array's shape or dtype do not match, a step is
-            negative, or a second-moment statistic is negative or not finite.
-            Everything is checked before anything is replaced, so a refused load
-            leaves the optimizer as it was.
-        """
-        templates = [_zero_state(p) for p in self.params]
-        keys = [f"param.{i}.{k}" for i, t in enumerate(templates) for k in ("step", *t)]
-        check_keys(state_dict, [*self._config(), *keys])
-        check_config(state_dict, self._config())
-        new_state: list[dict[str, Any]] = []
-        for i, template in enumerate(templates):
-            state: dict[str, Any] = {"step": take_int(state_dict, f"param.{i}.step")}
-            for key, zero in template.items():
-                name = f"param.{i}.{key}"
-                value = take_array(state_dict, name, zero.shape, zero.dtype)
-                check_finite(value, f"state_dict[{name!r}]")
-                if (value < 0).any():
-                    raise ValueError(f"state_dict[{name!r}] has a negative entry; a second moment is >= 0")
-                state[key] = value
-            new_state.append(state)
-        self.state = new_state
+    def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        self.state = [
+            {key: loaded[f"param.{i}.{key}"] for key in state} for i, state in enumerate(self.state)
+        ]
 
 
 def _zero_state(param: np.ndarray) -> dict[str, np.ndarray]:

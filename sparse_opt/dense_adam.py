@@ -1,32 +1,34 @@
-"""Dense Adam: the yardstick the lazy optimizers are measured against.
+"""Dense Adam(W): the yardstick the lazy optimizers are measured against.
 
 Plain Adam (Kingma & Ba, 2015) on a dense gradient, every coordinate every step,
-with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam``::
+with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam``, and optional
+decoupled weight decay as in ``torch.optim.AdamW`` (``c = 1 - lr * weight_decay``)::
 
     t = t + 1
+    p = c * p
     m = beta1 * m + (1 - beta1) * g
     v = beta2 * v + (1 - beta2) * g**2
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 Fed zero gradients on a coordinate's dormant steps, its ``m`` and ``v`` at the
 next touch equal those of :class:`~sparse_opt.SparseAdam` in ``DORMANCY_DECAY``
-mode (to rounding), while its parameter keeps moving on the dormant steps.
+mode (to rounding), and its parameter equals ``DENSE_EQUIVALENT``'s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from sparse_opt._state_io import check_config, check_keys, take_array, take_int
-from sparse_opt._validation import check_dense_grads, check_finite, check_param_array, check_scalar
+from sparse_opt._arrays import INT64_MAX
+from sparse_opt._state import Entry, Stateful, counter, float_array
+from sparse_opt._validation import check_dense_grads, check_new_state, check_param_array, check_scalar
 
 
-class DenseAdam:
-    """Adam over a dense float array of any shape, updated in place.
+class DenseAdam(Stateful):
+    """Adam(W) over a dense float array of any shape, updated in place.
 
     Parameters
     ----------
@@ -39,6 +41,8 @@ class DenseAdam:
     eps : float
         ``>= 0``, added to ``sqrt(v_hat)``. With ``eps = 0`` a coordinate whose
         gradients have all been zero computes ``0 / 0`` (NaN), as in torch.
+    weight_decay : float
+        Decoupled decay (AdamW), ``>= 0`` with ``lr * weight_decay <= 1``.
 
     Attributes
     ----------
@@ -46,52 +50,74 @@ class DenseAdam:
         Moments, the parameters' shape and dtype.
     step_count : int
         Number of ``step`` calls so far.
+
+    Examples
+    --------
+    >>> import numpy as np, sparse_opt as so
+    >>> p = np.array([1.0, -1.0])
+    >>> opt = so.DenseAdam(p, lr=0.1)
+    >>> opt.step(np.array([0.5, 0.0]))
+    >>> p.round(6)
+    array([ 0.9, -1. ])
     """
 
     def __init__(
-        self, params: np.ndarray, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self,
+        params: np.ndarray,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
     ) -> None:
         self.params = check_param_array(params, None, "params")
         self.lr = check_scalar("lr", lr, low=0.0)
         self.beta1 = check_scalar("beta1", beta1, low=0.0, high=1.0, high_open=True)
         self.beta2 = check_scalar("beta2", beta2, low=0.0, high=1.0, high_open=True)
         self.eps = check_scalar("eps", eps, low=0.0)
+        self.weight_decay = check_scalar("weight_decay", weight_decay, low=0.0)
+        if self.lr * self.weight_decay > 1.0:
+            raise ValueError(f"Invalid weight_decay: {weight_decay} (lr * weight_decay must be <= 1)")
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
         self.step_count = 0
 
     def step(self, grad: np.ndarray) -> None:
-        """One Adam step with the dense gradient ``grad`` (the parameters' shape, finite)."""
+        """One Adam step with the dense gradient ``grad`` (the parameters' shape, finite).
+
+        The gradient is checked, and the new moments computed and checked, before
+        anything changes; a gradient that aliases ``params``, ``m`` or ``v`` is
+        copied first.
+        """
         if grad is None:
             raise TypeError("grad must be an ndarray, got None")
-        (g,) = check_dense_grads([grad], [self.params])
+        (g,) = check_dense_grads([grad], [self.params], state=[self.m, self.v])
+        if self.step_count >= INT64_MAX:
+            raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
         t = self.step_count + 1
-        self.m *= self.beta1
-        self.m += (1.0 - self.beta1) * g
-        self.v *= self.beta2
-        self.v += (1.0 - self.beta2) * (g * g)
-        denom = np.sqrt(self.v)
-        denom /= math.sqrt(1.0 - self.beta2**t)
-        denom += self.eps
-        update = self.m / denom
-        update *= self.lr / (1.0 - self.beta1**t)
-        self.params -= update
-        self.step_count = t
+        with np.errstate(all="ignore"):  # results are checked before anything is written
+            m = self.m * self.beta1 + (1.0 - self.beta1) * g
+            v = self.v * self.beta2 + (1.0 - self.beta2) * (g * g)
+            check_new_state("v", v)
+            check_new_state("m", m)
+            if self.weight_decay:
+                self.params *= 1.0 - self.lr * self.weight_decay
+            denom = np.sqrt(v)
+            denom /= math.sqrt(1.0 - self.beta2**t)
+            denom += self.eps
+            update = m / denom
+            update *= self.lr / (1.0 - self.beta1**t)
+            self.params -= update
+        self.m, self.v, self.step_count = m, v, t
 
     def _config(self) -> dict[str, float]:
-        return {"lr": self.lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
+        return {"lr": self.lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "weight_decay": self.weight_decay}
 
-    def state_dict(self) -> dict[str, Any]:
-        """Config, ``step_count`` and copies of ``m``, ``v`` (plain numpy values)."""
-        return {**self._config(), "step_count": np.int64(self.step_count), "m": self.m.copy(), "v": self.v.copy()}
+    def _state_entries(self) -> list[Entry]:
+        return [counter("step_count"), float_array("m", self.m), float_array("v", self.v, nonnegative=True)]
 
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict`; raises ``ValueError`` on any mismatch."""
-        check_keys(state_dict, [*self._config(), "step_count", "m", "v"])
-        check_config(state_dict, self._config())
-        step_count = take_int(state_dict, "step_count")
-        m = take_array(state_dict, "m", self.params.shape, self.params.dtype)
-        v = take_array(state_dict, "v", self.params.shape, self.params.dtype)
-        check_finite(m, "state_dict['m']")
-        check_finite(v, "state_dict['v']")
-        self.m, self.v, self.step_count = m, v, step_count
+    def _state_values(self) -> dict[str, Any]:
+        return {"step_count": self.step_count, "m": self.m, "v": self.v}
+
+    def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        self.m, self.v, self.step_count = loaded["m"], loaded["v"], loaded["step_count"]

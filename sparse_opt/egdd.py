@@ -11,13 +11,14 @@ update, :class:`EGDD` the optimizer over a list of parameters.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
-from sparse_opt._state_io import check_config, check_keys, take_array, take_int
-from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_scalar
+from sparse_opt._arrays import INT64_MAX
+from sparse_opt._state import Entry, Stateful, counter, float_array
+from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_new_state, check_scalar
 
 __all__ = ["EGDD", "EGDDHyperParams", "EGDDUpdate", "egdd_update"]
 
@@ -108,7 +109,7 @@ def egdd_update(
     )
 
 
-class EGDD:
+class EGDD(Stateful):
     r"""Exponentiated Gradient Delta-Delta: momentum SGD with adaptive gains (lingvo's EGDD).
 
     Every weight starts with a gain of ``initial_gain`` and every parameter tensor
@@ -283,11 +284,19 @@ class EGDD:
             Wrong number of gradients, a wrong shape, or a NaN/inf entry.
             Nothing is modified when anything is refused.
         """
-        checked = check_dense_grads(grads, self.params)
-        updates = [
-            None if g is None else egdd_update(p, g, **{k: s[k] for k in _SLOTS}, hp=self.hyper_params)
-            for p, g, s in zip(self.params, checked, self.state)
-        ]
+        arrays = [s[k] for s in self.state for k in ("momentum", "gbar", "gain", "lr_scale")]
+        checked = check_dense_grads(grads, self.params, state=arrays)
+        updates: list[EGDDUpdate | None] = []
+        for i, (p, g, s) in enumerate(zip(self.params, checked, self.state)):
+            if g is None:
+                updates.append(None)
+                continue
+            if s["counter"] >= INT64_MAX:
+                raise ValueError(f"params[{i}] has taken 2**63 - 1 steps, the most an int64 counter counts")
+            u = egdd_update(p, g, **{k: s[k] for k in _SLOTS}, hp=self.hyper_params)
+            for key in ("momentum", "gbar", "gain", "lr_scale"):
+                check_new_state(f"params[{i}] {key}", np.asarray(getattr(u, key)))
+            updates.append(u)
         for p, s, u in zip(self.params, self.state, updates):
             if u is None:
                 continue
@@ -299,50 +308,20 @@ class EGDD:
     def _config(self) -> dict[str, float | bool | int]:
         return {**dataclasses.asdict(self.hyper_params), "num_params": len(self.params)}
 
-    def state_dict(self) -> dict[str, np.ndarray | float | bool | int]:
-        """Return the options and a copy of every state entry as a flat dict.
-
-        Keys: the 13 option names and ``"num_params"``, then per parameter ``i``
-        ``"param.{i}.momentum"``, ``"param.{i}.gbar"``, ``"param.{i}.gain"``,
-        ``"param.{i}.lr_scale"`` (0-d array) and ``"param.{i}.counter"``
-        (``numpy.int64``). It round-trips through ``np.savez`` and
-        ``np.load(..., allow_pickle=False)``. Parameters themselves are not
-        included (they are the caller's arrays).
-        """
-        out: dict[str, np.ndarray | float | bool | int] = dict(self._config())
+    def _state_entries(self) -> list[Entry]:
+        """Per parameter ``i``: ``param.{i}.momentum``, ``.gbar``, ``.gain`` (> 0), ``.lr_scale`` (0-d, > 0), ``.counter``."""
+        entries = []
         for i, s in enumerate(self.state):
-            for key in ("momentum", "gbar", "gain", "lr_scale"):
-                out[f"param.{i}.{key}"] = np.array(s[key], copy=True)
-            out[f"param.{i}.counter"] = np.int64(s["counter"])
-        return out
+            entries += [float_array(f"param.{i}.{key}", s[key]) for key in ("momentum", "gbar")]
+            entries += [float_array(f"param.{i}.{key}", s[key], nonnegative=True) for key in ("gain", "lr_scale")]
+            entries.append(counter(f"param.{i}.counter"))
+        return entries
 
-    def load_state_dict(self, state_dict: Mapping[str, object]) -> None:
-        """Restore state saved by :meth:`state_dict` (arrays are copied in).
+    def _state_values(self) -> dict[str, object]:
+        return {f"param.{i}.{key}": s[key] for i, s in enumerate(self.state) for key in _SLOTS}
 
-        Raises
-        ------
-        ValueError
-            The number of parameters, the key set, an option, or a state array's
-            shape or dtype does not match this optimizer, or a counter is not a
-            non-negative integer. Nothing is modified when anything is refused.
-        """
-        if "num_params" in state_dict:
-            n = take_int(state_dict, "num_params")
-            if n != len(self.params):
-                raise ValueError(f"state_dict is for {n} parameters, this optimizer has {len(self.params)}")
-        config = self._config()
-        keys = [*config, *(f"param.{i}.{k}" for i in range(len(self.params)) for k in _SLOTS)]
-        check_keys(state_dict, keys)
-        check_config(state_dict, config)
-        new_state = []
-        for i, p in enumerate(self.params):
-            entry: dict[str, np.ndarray | int] = {
-                key: take_array(state_dict, f"param.{i}.{key}", p.shape, p.dtype) for key in ("momentum", "gbar", "gain")
-            }
-            entry["lr_scale"] = take_array(state_dict, f"param.{i}.lr_scale", (), p.dtype)
-            entry["counter"] = take_int(state_dict, f"param.{i}.counter")
-            new_state.append(entry)
-        self.state = new_state
+    def _adopt_state(self, loaded: dict[str, object]) -> None:
+        self.state = [{key: loaded[f"param.{i}.{key}"] for key in _SLOTS} for i in range(len(self.params))]
 
 
 def _check_hyper_params(hp: EGDDHyperParams, params: list[np.ndarray]) -> None:

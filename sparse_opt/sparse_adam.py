@@ -1,63 +1,62 @@
-"""Lazy sparse Adam: moments and parameters change only where the gradient has entries.
+"""Lazy sparse Adam(W): moments and parameters change only where the gradient has entries.
 
 Each coordinate ``i`` keeps ``m_i``, ``v_i`` and ``last_step_i``, the global step
-at which it was last touched (0 = never). At global step ``t`` (the number of
-``step`` calls so far, empty gradients included) a touched coordinate with
-gradient ``g`` (negated first when ``maximize``) is updated as follows.
+at which it was last brought current (0 = never). At global step ``t`` (the
+number of ``step`` calls so far, empty gradients included) a touched coordinate
+with gradient ``g`` (negated first when ``maximize``) and ``c = 1 - lr *
+weight_decay`` is updated as follows; ``s = last_step_i`` and ``gap = t - s``.
 
-``LazyAdamMode.LAZY`` (TensorFlow's LazyAdam; ``torch.optim.SparseAdam`` up to
-its eps placement) decays the moments once, however long ``i`` was dormant::
+``LazyMode.LAZY`` (TensorFlow Addons' LazyAdam; ``torch.optim.SparseAdam`` up to
+its eps placement) decays once, however long ``i`` was dormant::
 
+    p_i = c * p_i
     m_i = beta1 * m_i + (1 - beta1) * g
     v_i = beta2 * v_i + (1 - beta2) * g**2
 
-``LazyAdamMode.DORMANCY_DECAY`` first applies the decay that dense Adam fed zero
-gradients would have applied while ``i`` was dormant::
+``LazyMode.DORMANCY_DECAY`` first applies the decay dense Adam(W) fed zero
+gradients would have applied while ``i`` was dormant (the seed's "dormancy
+catch-up"); the parameter does not coast::
 
-    gap = t - last_step_i                      (>= 1)
+    p_i = c**gap * p_i
     m_i = beta1**gap * m_i + (1 - beta1) * g
     v_i = beta2**gap * v_i + (1 - beta2) * g**2
 
-so at every touch ``m_i``, ``v_i`` equal dense Adam's (to rounding); a
-coordinate touched on every step has ``gap == 1`` and follows plain Adam
-exactly. Both modes then use the *global* step for bias correction::
+``LazyMode.DENSE_EQUIVALENT`` first applies dense Adam(W)'s zero-gradient steps
+``s + 1 .. t - 1`` exactly (moments decay, the parameter decays and coasts by
+``lr * m_hat / (sqrt(v_hat) + eps)`` each step; see
+:mod:`sparse_opt._adam_coasting` for how, at a cost bounded whatever the gap),
+then the LAZY update of step ``t``: its whole trajectory is dense AdamW's.
 
-    m_hat = m_i / (1 - beta1**t)
-    v_hat = v_i / (1 - beta2**t)
-    p_i = p_i - lr * m_hat / (sqrt(v_hat) + eps)
+All modes then use the *global* step for bias correction::
 
-with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam`` (evaluated, as
-torch does, as ``lr / (1 - beta1**t) * m_i / (sqrt(v_i) / sqrt(1 - beta2**t) + eps)``)
-and ``last_step_i = t``. Parameters never receive an update on dormant steps, so
-the parameter trajectory differs from dense Adam by design in both modes.
+    p_i = p_i - lr / (1 - beta1**t) * m_i / (sqrt(v_i) / sqrt(1 - beta2**t) + eps)
 
-``last_step`` is the optimizer's record (read-only; restore it with
-``load_state_dict``). :class:`SparseAdamTable` keeps it per row while its
-steps update whole rows, the embedding case, since the entries of such a row
-always share it (see the class).
+with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam`` (that is the
+evaluation order too), and record ``last_step_i = t``. A coordinate touched on
+every step has ``gap == 1``: the three modes coincide and follow AdamW exactly.
 
 Source: the sparse optimizer module's specification (lazy Adam with dormancy
-catch-up); Kingma & Ba, "Adam" (2015) for the dense recursion.
+catch-up); Kingma & Ba, "Adam" (2015); Loshchilov & Hutter, "Decoupled Weight
+Decay Regularization" (2019) for ``weight_decay``.
 """
 
 from __future__ import annotations
 
-import enum
 import math
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from sparse_opt._sparse_base import SparseOptimizer, Target
-from sparse_opt._validation import check_bool, check_scalar
+from sparse_opt._adam_coasting import AdamCoasting
+from sparse_opt._gather import gather, scatter
+from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
+from sparse_opt._state import Entry, counter, float_array
+from sparse_opt._validation import check_bool, check_new_state, check_scalar
+from sparse_opt.modes import LazyMode
 
-
-class LazyAdamMode(enum.Enum):
-    """How a dormant coordinate's moments catch up when it is touched again."""
-
-    LAZY = "lazy"
-    DORMANCY_DECAY = "dormancy_decay"
+Coasting = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -74,18 +73,30 @@ class SparseAdamConfig:
         Added to ``sqrt(v_hat)``, ``>= 0``. With ``eps = 0`` an explicit zero
         gradient on a coordinate whose moments are still zero computes ``0 / 0``
         (NaN), as in torch.
-    mode : LazyAdamMode or {"lazy", "dormancy_decay"}
-        Strings are matched case-insensitively (``"LAZY"`` works too).
+    mode : LazyMode or {"lazy", "dormancy_decay", "dense_equivalent"}
+        Strings are matched case-insensitively.
     maximize : bool
         Ascend instead of descend.
+    weight_decay : float
+        Decoupled (AdamW) decay, ``>= 0`` with ``lr * weight_decay <= 1``:
+        ``p *= 1 - lr * weight_decay`` before the update of each step the mode
+        applies (once per touch in LAZY, ``gap`` times in DORMANCY_DECAY, on
+        every step in DENSE_EQUIVALENT).
+
+    Examples
+    --------
+    >>> import sparse_opt as so
+    >>> so.SparseAdamConfig(lr=0.01, mode="DENSE_EQUIVALENT", weight_decay=0.1).mode
+    <LazyMode.DENSE_EQUIVALENT: 'dense_equivalent'>
     """
 
     lr: float = 1e-3
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
-    mode: LazyAdamMode = LazyAdamMode.LAZY
+    mode: LazyMode = LazyMode.LAZY
     maximize: bool = False
+    weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
@@ -93,14 +104,13 @@ class SparseAdamConfig:
         object.__setattr__(self, "beta2", check_scalar("beta2", self.beta2, low=0.0, high=1.0, high_open=True))
         object.__setattr__(self, "eps", check_scalar("eps", self.eps, low=0.0))
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
-        mode = self.mode
-        if not isinstance(mode, LazyAdamMode):
-            try:
-                mode = LazyAdamMode(mode.lower() if isinstance(mode, str) else mode)
-            except ValueError:
-                choices = ", ".join(repr(m.value) for m in LazyAdamMode)
-                raise ValueError(f"Invalid mode: {self.mode!r} (expected a LazyAdamMode or one of {choices})") from None
-        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
+        if self.lr * self.weight_decay > 1.0:
+            raise ValueError(
+                f"Invalid weight_decay: {self.weight_decay} (lr * weight_decay = {self.lr * self.weight_decay} > 1 "
+                "would make the decay factor 1 - lr * weight_decay negative)"
+            )
+        object.__setattr__(self, "mode", LazyMode.parse(self.mode))
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (``mode`` as its string value)."""
@@ -111,187 +121,173 @@ class SparseAdamConfig:
             "eps": self.eps,
             "mode": self.mode.value,
             "maximize": self.maximize,
+            "weight_decay": self.weight_decay,
         }
-
-
-class BetaPowers:
-    """``beta**k`` for integer arrays ``k``, tabulated for small ``k``.
-
-    Dormancy gaps take few distinct small values, so a table lookup replaces a
-    per-coordinate ``pow``. Entries are ``beta**k`` evaluated in float64 and
-    rounded once to ``dtype``; gaps beyond the table are evaluated the same way,
-    so the result never depends on the table size. ``beta**1 == beta`` exactly.
-    """
-
-    def __init__(self, beta: float, dtype: np.dtype, size: int = 4096) -> None:
-        self.beta = beta
-        self.dtype = np.dtype(dtype)
-        self.table = np.power(beta, np.arange(size, dtype=np.float64)).astype(self.dtype)
-
-    def __call__(self, k: np.ndarray) -> np.ndarray:
-        size = self.table.size
-        if k.size == 0 or int(k.max()) < size:
-            return self.table[k]
-        out = self.table[np.minimum(k, size - 1)]
-        big = k >= size
-        out[big] = np.power(self.beta, k[big].astype(np.float64)).astype(self.dtype)
-        return out
-
-
-def rows_share_values(block: np.ndarray) -> bool:
-    """Whether every row of the 2-D ``block`` holds a single repeated value.
-
-    Compares each entry with its left neighbour in the flattened block (one
-    contiguous pass, several times faster than broadcasting each row's first
-    entry), then lets the first entry of every row differ from the row before.
-    """
-    flat = block.reshape(-1)
-    same = np.empty(flat.size, dtype=bool)
-    np.equal(flat[1:], flat[:-1], out=same[1:])
-    same.reshape(block.shape)[:, 0] = True
-    return bool(same.all())
-
-
-def dormancy_decays(
-    last: np.ndarray, step: int, powers: tuple[BetaPowers, BetaPowers], by_rows: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """``beta1**gap`` and ``beta2**gap`` for ``gap = step - last``, ready to multiply the moments.
-
-    When whole rows are addressed and ``last`` holds one step per row (1-D), or
-    one per entry but every entry of a row shares it, the gap and its powers are
-    computed once per row and returned as ``(rows, 1)`` columns that broadcast
-    over the row; otherwise one per entry. The factors are the same numbers
-    either way.
-    """
-    if by_rows and last.ndim == 2 and rows_share_values(last):
-        last = last[:, 0]
-    if by_rows and last.ndim == 1:
-        gap = step - last
-        return powers[0](gap)[:, None], powers[1](gap)[:, None]
-    gap = step - last
-    return powers[0](gap), powers[1](gap)
-
-
-def record_steps(
-    last_step: np.ndarray, target: Target, step: int, powers: tuple[BetaPowers, BetaPowers] | None
-) -> Iterator[tuple[np.ndarray, np.ndarray] | None]:
-    """Record ``step`` as the last step of every entry ``target`` addresses, piece by piece.
-
-    Yields one item per piece of ``target.chunks()``, in order: the piece's
-    ``(beta1**gap, beta2**gap)`` from the last steps it replaced
-    (:func:`dormancy_decays`), or None when ``powers`` is None (``LAZY`` needs
-    no gaps). ``last_step`` has the parameters' shape, or holds one step per
-    row (1-D) when the target addresses whole rows; then all touched rows are
-    read and stamped at once (one number per row), before the first piece.
-    """
-    if last_step.ndim == 1 and target.by_rows:
-        whole = None if powers is None else dormancy_decays(last_step.take(target.index), step, powers, True)
-        last_step[target.index] = step
-        done = 0
-        for index, _ in target.chunks():
-            yield None if whole is None else (whole[0][done : done + index.size], whole[1][done : done + index.size])
-            done += index.size
-        return
-    last_at = target.address(last_step)
-    stamp = last_at.filler(step)
-    (last_buf,) = target.buffers(1, last_step.dtype)
-    for index, _ in target.chunks():
-        # Read the entries before overwriting them, even in LAZY mode: the loads
-        # overlap their cache misses better than stores do, so reading the rows
-        # and then writing them (in cache) is faster than writing them cold.
-        last = last_at.gather(index, out=last_buf[: index.size])
-        decays = None if powers is None else dormancy_decays(last, step, powers, target.by_rows)
-        last_at.fill(index, stamp)
-        yield decays
 
 
 def sparse_adam_update(
     param: np.ndarray,
     m: np.ndarray,
     v: np.ndarray,
-    last_step: np.ndarray,
-    target: Target,
+    last_step: Any,
+    index: np.ndarray,
+    grad: np.ndarray,
+    *,
     step: int,
-    config: SparseAdamConfig,
-    powers: tuple[BetaPowers, BetaPowers] | None = None,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float = 0.0,
+    maximize: bool = False,
+    mode: LazyMode = LazyMode.LAZY,
+    coasting: Coasting | None = None,
 ) -> None:
-    """Apply one lazy Adam step at global step ``step`` to the entries ``target`` addresses, in place.
+    """One lazy Adam(W) step at global step ``step`` on the coordinates ``index``, in place.
 
-    ``last_step`` has the parameters' shape, or, for a 2-D table stepped by
-    whole rows, one entry per row (:func:`record_steps`). ``powers`` (``beta1``,
-    ``beta2`` tables) is required in ``DORMANCY_DECAY`` mode. See the module
-    docstring for the equations. Costs O(nnz): the target is updated in pieces
-    of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES` entries; each piece
-    gathers its entries of every array once, updates them in reusable buffers
-    and scatters them back while they are still in cache. The floating point
-    operations are those of the equations, in their order (``maximize``
-    subtracts ``(1 - beta1) * grad`` where the equations add
-    ``(1 - beta1) * -grad``, which rounds identically), so the pieces' sizes
-    never change a result.
+    The functional core of :class:`SparseAdam` and :class:`SparseAdamTable`, as
+    ``torch.optim._functional`` is torch's; the equations are in the module
+    docstring. Nothing is checked except the new moments: if they are not
+    finite, ``ValueError`` is raised before anything is written.
+
+    Parameters
+    ----------
+    param, m, v : ndarray
+        Parameters and moments, indexed along axis 0 by ``index``: coordinates of
+        a 1-D array, or rows of a table.
+    last_step : int64 array, or anything indexable like one
+        ``last_step[index]`` gives the previous steps (``(k,)``; for table rows
+        ``(k,)`` or ``(k, cols)``), and ``last_step[index] = step`` records the new one.
+    index : ndarray of int64
+        Ascending, unique, in range.
+    grad : ndarray
+        Finite gradient, shaped like ``param[index]``, ``param``'s dtype.
+    step : int
+        The global step ``t >= 1`` of this update.
+    lr, beta1, beta2, eps, weight_decay, maximize, mode
+        As in :class:`SparseAdamConfig`.
+    coasting : callable, optional
+        DENSE_EQUIVALENT only: ``coasting(p, m, v, last, through)`` applies the
+        dormant steps; an :class:`~sparse_opt._adam_coasting.AdamCoasting`
+        (reuse one across steps: it caches weights by global step).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparse_opt.sparse_adam import sparse_adam_update
+    >>> p, m, v, last = np.ones(4), np.zeros(4), np.zeros(4), np.zeros(4, np.int64)
+    >>> sparse_adam_update(p, m, v, last, np.array([1, 3]), np.array([0.5, -0.5]),
+    ...                    step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.0)
+    >>> p, last
+    (array([1. , 0.9, 1. , 1.1]), array([0, 1, 0, 1]))
     """
-    if target.empty:
-        return
-    dormancy = config.mode is LazyAdamMode.DORMANCY_DECAY
-    if dormancy and powers is None:
-        raise ValueError("DORMANCY_DECAY needs the beta power tables")
-    if last_step.shape != param.shape and not (target.by_rows and last_step.shape == param.shape[:1]):
-        raise ValueError(
-            f"last_step of shape {last_step.shape} cannot record this step on parameters of shape {param.shape}"
-        )
-    beta1, beta2 = config.beta1, config.beta2
-    c1, c2 = 1.0 - beta1, 1.0 - beta2
-    bias_correction2_sqrt = math.sqrt(1.0 - beta2**step)
-    step_size = config.lr / (1.0 - beta1**step)
-    accumulate = np.subtract if config.maximize else np.add
-    p_at, m_at, v_at = (target.address(a) for a in (param, m, v))
-    m_buf, v_buf, work = target.buffers(3)
-    decays = record_steps(last_step, target, step, powers if dormancy else None)
-    for (index, grad), piece_decays in zip(target.chunks(), decays):
-        k = index.size
-        decay1, decay2 = (beta1, beta2) if piece_decays is None else piece_decays
-        # m = decay1 * m + (1 - beta1) * g
-        m_new = m_at.gather(index, out=m_buf[:k])
-        np.multiply(m_new, decay1, out=m_new)
-        scaled = np.multiply(grad, c1, out=work[:k])
-        accumulate(m_new, scaled, out=m_new)
-        m_at.scatter(index, m_new)
-        # v = decay2 * v + (1 - beta2) * g**2
-        v_new = v_at.gather(index, out=v_buf[:k])
-        np.multiply(v_new, decay2, out=v_new)
-        np.multiply(grad, grad, out=scaled)
-        np.multiply(scaled, c2, out=scaled)
-        np.add(v_new, scaled, out=v_new)
-        v_at.scatter(index, v_new)
-        # p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
-        update = np.sqrt(v_new, out=v_new)
-        np.divide(update, bias_correction2_sqrt, out=update)
-        np.add(update, config.eps, out=update)
-        np.divide(m_new, update, out=update)
-        np.multiply(update, step_size, out=update)
-        p_new = p_at.gather(index, out=scaled)
-        np.subtract(p_new, update, out=p_new)
-        p_at.scatter(index, p_new)
+    dtype = param.dtype
+    g = -grad if maximize else grad
+    m_i, v_i = gather(m, index), gather(v, index)
+    p_i = None
+    shrink = 1.0 - lr * weight_decay
+    decay1, decay2, decay_p = beta1, beta2, shrink
+    if mode is not LazyMode.LAZY:
+        last = np.asarray(last_step[index])
+        if last.ndim < g.ndim:
+            last = last.reshape(*last.shape, *([1] * (g.ndim - last.ndim)))  # one step per table row
+        if mode is LazyMode.DENSE_EQUIVALENT:
+            if coasting is None:
+                coasting = AdamCoasting(lr, beta1, beta2, eps, weight_decay, dtype)
+            p_i, m_i, v_i = coasting(gather(param, index), m_i, v_i, last, step - 1)  # dormant steps s+1 .. t-1
+        else:  # DORMANCY_DECAY
+            gap = (step - last).astype(np.float64)
+            decay1, decay2, decay_p = ((b**gap).astype(dtype) for b in (beta1, beta2, shrink))
+    with np.errstate(all="ignore"):  # a non-finite v is refused below, before anything is written
+        m_i *= decay1
+        m_i += (1.0 - beta1) * g  # m = decay1 * m + (1 - beta1) * g
+        v_i *= decay2
+        v_i += (1.0 - beta2) * (g * g)  # v = decay2 * v + (1 - beta2) * g**2
+    # m is finite whenever v is: |(1 - beta1) g| <= |g| and g * g is finite
+    check_new_state("v", v_i, index, nonnegative=True)
+    scatter(m, index, m_i)
+    scatter(v, index, v_i)
+    if p_i is None:
+        p_i = gather(param, index)
+    with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
+        if weight_decay:
+            p_i *= decay_p
+        denom = np.sqrt(v_i)
+        denom /= math.sqrt(1.0 - beta2**step)
+        denom += eps
+        p_i -= lr / (1.0 - beta1**step) * (m_i / denom)
+    scatter(param, index, p_i)
+    last_step[index] = step
+
+
+def adam_catch_up(
+    param: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    last_step: Any,
+    index: np.ndarray,
+    *,
+    through: int,
+    coasting: Coasting,
+) -> None:
+    """Bring the coordinates ``index`` current through step ``through`` (DENSE_EQUIVALENT), in place.
+
+    Applies dense Adam(W)'s zero-gradient steps ``last_step[index] + 1 ..
+    through`` with ``coasting`` and records ``last_step[index] = through``.
+    Arguments as for :func:`sparse_adam_update`.
+    """
+    p_i, m_i, v_i = gather(param, index), gather(m, index), gather(v, index)
+    last = np.asarray(last_step[index])
+    if last.ndim < p_i.ndim:
+        last = last.reshape(*last.shape, *([1] * (p_i.ndim - last.ndim)))
+    p_i, m_i, v_i = coasting(p_i, m_i, v_i, last, through)
+    scatter(param, index, p_i)
+    scatter(m, index, m_i)
+    scatter(v, index, v_i)
+    last_step[index] = through
 
 
 class SparseAdam(SparseOptimizer):
-    """Lazy Adam over a 1-D parameter vector, stepped with :class:`~sparse_opt.CooGradient`.
+    """Lazy Adam(W) over a 1-D parameter vector, stepped with :class:`~sparse_opt.CooGradient`.
 
     Parameters
     ----------
     params : ndarray, 1-D, float32 or float64
         Updated in place (the caller's array is the model).
     config : SparseAdamConfig
-        ``mode`` picks ``LAZY`` or ``DORMANCY_DECAY`` (module docstring).
+        ``mode`` picks LAZY, DORMANCY_DECAY or DENSE_EQUIVALENT (module docstring).
 
     Attributes
     ----------
     m, v : ndarray
         First and second moments (the parameters' dtype and shape).
     last_step : ndarray of int64, read-only
-        Global step of each coordinate's last update, 0 if never touched. It is
-        the optimizer's own record: restore it with :meth:`load_state_dict`.
+        Global step through which each coordinate is current, 0 if never
+        updated. It is the optimizer's own record: restore it with
+        :meth:`load_state_dict`.
     step_count : int
         The global step ``t``: ``step`` calls so far.
+
+    Notes
+    -----
+    A step refused for its gradient (wrong ``dim``, a non-finite value, a value
+    that overflows the parameters' dtype, or one that would make ``m`` or ``v``
+    non-finite) changes nothing, so every state reached is one
+    :meth:`load_state_dict` accepts. In DENSE_EQUIVALENT mode a dormant
+    coordinate's entries of ``params``, ``m`` and ``v`` lag behind until it is
+    touched or :meth:`catch_up` is called: call ``catch_up(ids)`` before reading
+    ``params[ids]``.
+
+    Examples
+    --------
+    >>> import numpy as np, sparse_opt as so
+    >>> p = np.zeros(4)
+    >>> opt = so.SparseAdam(p, so.SparseAdamConfig(lr=0.1, mode="dense_equivalent"))
+    >>> opt.step(so.CooGradient([0], [1.0], 4))
+    >>> opt.step(so.CooGradient([], [], 4))        # coordinate 0 is dormant: p[0] lags
+    >>> opt.catch_up([0])                          # now p[0] is what dense Adam holds
+    >>> round(float(p[0]), 6), opt.last_step.tolist()
+    (-0.2, [2, 0, 0, 0])
     """
 
     _ndim = 1
@@ -301,85 +297,95 @@ class SparseAdam(SparseOptimizer):
         super().__init__(params, SparseAdamConfig() if config is None else config)
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
-        self._last = self._fresh_last_step()
-        self._powers = None
-        if self.config.mode is LazyAdamMode.DORMANCY_DECAY:
-            self._powers = (
-                BetaPowers(self.config.beta1, self.params.dtype),
-                BetaPowers(self.config.beta2, self.params.dtype),
-            )
+        c = self.config
+        self._coasting: AdamCoasting | None = None
+        if c.mode is LazyMode.DENSE_EQUIVALENT:
+            self._coasting = AdamCoasting(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, self.params.dtype)
 
-    def _fresh_last_step(self) -> np.ndarray:
-        """The record of a new optimizer: 0 (never touched) for every coordinate."""
-        return np.zeros(self.params.shape, dtype=np.int64)
+    def _keeps_steps(self) -> bool:
+        return True
 
-    @property
-    def last_step(self) -> np.ndarray:
-        """Global step of each coordinate's last update (int64, read-only view)."""
-        view = self._last.view()
-        view.flags.writeable = False
-        return view
+    def _dense_equivalent(self) -> bool:
+        return self.config.mode is LazyMode.DENSE_EQUIVALENT
 
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {"m": self.m, "v": self.v, "last_step": self.last_step}
-
-    def _check_loaded(self, arrays: dict[str, np.ndarray], step_count: int) -> None:
-        super()._check_loaded(arrays, step_count)
-        last = arrays["last_step"]
-        bad = (last < 0) | (last > step_count)
-        if bad.any():
-            k = int(np.flatnonzero(bad.reshape(-1))[0])
-            raise ValueError(
-                f"state_dict['last_step'] has {int(last.reshape(-1)[k])} at flat position {k}, "
-                f"outside [0, step_count = {step_count}]"
-            )
-        if (arrays["v"] < 0).any():
-            raise ValueError("state_dict['v'] has a negative entry")
-
-    def _adopt_state(self, arrays: dict[str, np.ndarray]) -> None:
-        self.m, self.v, self._last = arrays["m"], arrays["v"], arrays["last_step"]
+    def _hyper(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "lr": c.lr,
+            "beta1": c.beta1,
+            "beta2": c.beta2,
+            "eps": c.eps,
+            "weight_decay": c.weight_decay,
+            "maximize": c.maximize,
+            "mode": c.mode,
+        }
 
     def _apply(self, target: Target, step: int) -> None:
-        sparse_adam_update(self.params, self.m, self.v, self._last, target, step, self.config, self._powers)
+        by_rows = target.by_rows
+        sparse_adam_update(
+            addressed(self.params, by_rows),
+            addressed(self.m, by_rows),
+            addressed(self.v, by_rows),
+            self._steps(by_rows),
+            target.index,
+            target.grad,
+            step=step,
+            coasting=self._coasting,
+            **self._hyper(),
+        )
+
+    def _catch_up(self, index: np.ndarray, by_rows: bool) -> None:
+        if index.size == 0:
+            return
+        adam_catch_up(
+            addressed(self.params, by_rows),
+            addressed(self.m, by_rows),
+            addressed(self.v, by_rows),
+            self._steps(by_rows),
+            index,
+            through=self.step_count,
+            coasting=self._coasting,  # type: ignore[arg-type]
+        )
+
+    def _config(self) -> dict[str, float | bool | str]:
+        return self.config.as_dict()
+
+    def _state_entries(self) -> list[Entry]:
+        return [
+            counter("step_count"),
+            float_array("m", self.m),
+            float_array("v", self.v, nonnegative=True),
+            self._steps_entry(),
+        ]
+
+    def _state_values(self) -> dict[str, Any]:
+        return {"step_count": self.step_count, "m": self.m, "v": self.v, "last_step": self._record.compact()}  # type: ignore[union-attr]
+
+    def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        self.m, self.v = loaded["m"], loaded["v"]
+        self._record.load(loaded["last_step"])  # type: ignore[union-attr]
+        self.step_count = loaded["step_count"]
 
 
 class SparseAdamTable(SparseAdam):
-    """Lazy Adam over a 2-D embedding table, stepped with :class:`~sparse_opt.CsrGradient`.
+    """Lazy Adam(W) over a 2-D embedding table, stepped with :class:`~sparse_opt.CsrGradient`.
 
     Identical results to :class:`SparseAdam` run on ``params.reshape(-1)`` with
-    ``csr.to_coo()``; ``m``, ``v``, ``last_step`` have the table's shape. Complete
-    rows (an embedding lookup's gradient) are gathered and scattered row-wise.
+    ``csr.to_coo()``; ``m``, ``v`` and ``last_step`` have the table's shape.
+    Complete rows (an embedding lookup's gradient) are gathered and scattered
+    row-wise, and ``last_step`` is kept as one int64 per row while the entries
+    of a row share it (see :mod:`sparse_opt._step_record`), so its
+    ``state_dict()['last_step']`` has shape ``(rows,)`` then: 8 bytes per row.
+    ``catch_up`` takes row ids.
 
-    While every step updates whole rows, all entries of a row share their
-    ``last_step``, so the optimizer stores one int64 per row and ``last_step``
-    is a read-only broadcast view of it: 8 bytes of state per row instead of
-    per entry, and a step reads and writes one number per touched row instead
-    of ``cols``. The first step with incomplete rows expands the record to one
-    int64 per entry (O(table), once); :meth:`load_state_dict` stores one per
-    row again whenever the loaded rows allow it.
+    Examples
+    --------
+    >>> import numpy as np, sparse_opt as so
+    >>> table = np.zeros((1000, 4), np.float32)
+    >>> opt = so.SparseAdamTable(table, so.SparseAdamConfig(lr=0.1))
+    >>> opt.step(so.CsrGradient.from_rows([7, 3, 7], np.ones((3, 4), np.float32), num_rows=1000))
+    >>> table[[3, 7]].round(3).tolist(), opt.state_dict()["last_step"].shape
+    ([[-0.1, -0.1, -0.1, -0.1], [-0.1, -0.1, -0.1, -0.1]], (1000,))
     """
 
     _ndim = 2
-
-    def _fresh_last_step(self) -> np.ndarray:
-        return np.zeros(self.params.shape[:1], dtype=np.int64)
-
-    @property
-    def last_step(self) -> np.ndarray:
-        """Global step of each entry's last update (int64, the table's shape, read-only view)."""
-        if self._last.ndim == 1:
-            return np.broadcast_to(self._last[:, None], self.params.shape)
-        return super().last_step
-
-    def _adopt_state(self, arrays: dict[str, np.ndarray]) -> None:
-        last = arrays["last_step"]
-        if last.shape[1] == 0:
-            arrays = {**arrays, "last_step": np.zeros(last.shape[0], dtype=np.int64)}
-        elif rows_share_values(last):
-            arrays = {**arrays, "last_step": last[:, 0].copy()}
-        super()._adopt_state(arrays)
-
-    def _apply(self, target: Target, step: int) -> None:
-        if self._last.ndim == 1 and not target.by_rows and not target.empty:
-            self._last = np.repeat(self._last[:, None], self.params.shape[1], axis=1)
-        super()._apply(target, step)

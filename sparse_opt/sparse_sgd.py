@@ -1,26 +1,49 @@
-"""Lazy sparse SGD, with coupled weight decay and momentum applied on touched coordinates.
+"""Lazy sparse SGD with coupled weight decay and momentum, and its DENSE_EQUIVALENT catch-up.
 
-On each step only the coordinates ``i`` with a stored gradient entry change::
+On each step only the coordinates ``i`` with a stored gradient entry change
+(``torch.optim.SGD`` with ``dampening=0``, ``nesterov=False``)::
 
-    g_i = grad_i + weight_decay * p_i          (coupled decay, as torch.optim.SGD)
+    g_i = grad_i + weight_decay * p_i          (coupled decay)
     buf_i = momentum * buf_i + g_i             (momentum > 0; buffer starts at 0)
     p_i = p_i - lr * buf_i                     (or p_i - lr * g_i without momentum)
 
-``maximize`` negates ``grad`` first. Untouched coordinates, and their momentum
-buffer, keep their values bit for bit: the decay and the momentum of a dormant
-coordinate are *not* applied while it is dormant -- that is what "lazy" means,
-and why lazy SGD with weight decay or momentum differs from dense SGD for a
-rarely touched row.
+``maximize`` negates ``grad`` first (the decay term is not negated, as in torch).
+
+``LazyMode.LAZY`` (the default): untouched coordinates, and their momentum
+buffer, keep their values bit for bit. A zero-gradient step of dense SGD is *not*
+a no-op when ``weight_decay`` or ``momentum`` is set -- the decay shrinks ``p``
+and the buffer keeps pushing it -- so lazy SGD then differs from dense SGD for a
+rarely touched row: it skips those steps.
+
+``LazyMode.DENSE_EQUIVALENT`` applies them when the coordinate is next needed.
+A dormant step is the fixed linear map (``g = weight_decay * p``)::
+
+    [p  ]      [1 - lr*wd   -lr*mu] [p  ]
+    [buf]  <-  [wd           mu   ] [buf]
+
+so ``k`` dormant steps are its ``k``-th power ``M**k``, the same for every
+coordinate with the same gap: computed once per distinct gap by repeated
+squaring (at most 63 squarings for an int64 gap, a constant), then two
+multiply-adds per coordinate. Without momentum ``M**k`` is ``(1 - lr*wd)**k``.
+``DORMANCY_DECAY`` is refused for SGD: it is Adam's moment rule and has no SGD
+analogue.
+
+Source: ``torch.optim.SGD`` (``torch/optim/sgd.py``, ``_single_tensor_sgd``);
+the catch-up is this kit's.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from sparse_opt._sparse_base import SparseOptimizer, Target
-from sparse_opt._validation import check_bool, check_scalar
+from sparse_opt._gather import gather, scatter
+from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
+from sparse_opt._state import Entry, counter, float_array
+from sparse_opt._validation import check_bool, check_new_state, check_scalar
+from sparse_opt.modes import LazyMode
 
 
 @dataclass(frozen=True)
@@ -37,63 +60,177 @@ class SparseSgdConfig:
         Momentum factor, ``>= 0``; 0 disables the buffer.
     maximize : bool
         Ascend instead of descend.
+    mode : LazyMode or {"lazy", "dense_equivalent"}
+        ``LAZY`` (default) skips dormant steps; ``DENSE_EQUIVALENT`` catches them
+        up exactly. ``DORMANCY_DECAY`` is refused.
+
+    Examples
+    --------
+    >>> import sparse_opt as so
+    >>> so.SparseSgdConfig(lr=0.1, momentum=0.9, mode="dense_equivalent").mode.name
+    'DENSE_EQUIVALENT'
     """
 
     lr: float
     weight_decay: float = 0.0
     momentum: float = 0.0
     maximize: bool = False
+    mode: LazyMode = LazyMode.LAZY
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
         object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
         object.__setattr__(self, "momentum", check_scalar("momentum", self.momentum, low=0.0))
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
+        why = (
+            ": DORMANCY_DECAY is Adam's rule for decaying moments at a touch and has no SGD analogue; "
+            "use LAZY, or DENSE_EQUIVALENT to apply the dormant steps of dense SGD exactly"
+        )
+        mode = LazyMode.parse(self.mode, (LazyMode.LAZY, LazyMode.DENSE_EQUIVALENT), why)
+        object.__setattr__(self, "mode", mode)
 
-    def as_dict(self) -> dict[str, float | bool]:
-        """The fields as plain Python scalars."""
-        return asdict(self)
+    def as_dict(self) -> dict[str, float | bool | str]:
+        """The fields as plain Python scalars (``mode`` as its string value)."""
+        return {
+            "lr": self.lr,
+            "weight_decay": self.weight_decay,
+            "momentum": self.momentum,
+            "maximize": self.maximize,
+            "mode": self.mode.value,
+        }
+
+
+def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: float) -> tuple[np.ndarray, ...]:
+    """``M**k`` for each gap in ``k`` (int64 array): entries ``(a, b, c, d)`` of ``[[a, b], [c, d]]``, float64.
+
+    ``M = [[1 - lr*wd, -lr*mu], [wd, mu]]`` maps ``(p, buf)`` over one dormant
+    step (module docstring). Binary powering: at most ``k.max().bit_length()``
+    (<= 63) squarings of ``M``, shared by every gap, and one product per set bit.
+    """
+    out = [np.ones(k.shape), np.zeros(k.shape), np.zeros(k.shape), np.ones(k.shape)]
+    base = (1.0 - lr * weight_decay, -lr * momentum, weight_decay, momentum)
+    remaining = k.copy()
+    while (remaining > 0).any():
+        take = (remaining & 1).astype(bool)
+        if take.any():
+            a, b, c, d = out
+            ba, bb, bc, bd = base
+            out = [
+                np.where(take, a * ba + b * bc, a),
+                np.where(take, a * bb + b * bd, b),
+                np.where(take, c * ba + d * bc, c),
+                np.where(take, c * bb + d * bd, d),
+            ]
+        ba, bb, bc, bd = base
+        base = (ba * ba + bb * bc, ba * bb + bb * bd, bc * ba + bd * bc, bc * bb + bd * bd)
+        remaining >>= 1
+    return tuple(out)
+
+
+def sgd_coast(
+    p: np.ndarray,
+    buf: np.ndarray | None,
+    last: np.ndarray,
+    through: int,
+    *,
+    lr: float,
+    weight_decay: float,
+    momentum: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(p, buf)`` after dense SGD's zero-gradient steps ``last + 1 .. through`` (new arrays).
+
+    ``last`` broadcasts against ``p`` (``(k, 1)`` for table rows: the map is
+    computed once per row). Without a buffer only the decay applies.
+    """
+    gap = through - last
+    if not (gap > 0).any():
+        return p, buf
+    if buf is None:
+        return p * ((1.0 - lr * weight_decay) ** gap.astype(np.float64)).astype(p.dtype), None
+    gaps, inverse = np.unique(gap, return_inverse=True)
+    a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in sgd_dormant_map(
+        gaps, lr=lr, weight_decay=weight_decay, momentum=momentum
+    ))
+    return a * p + b * buf, c * p + d * buf
 
 
 def sparse_sgd_update(
     param: np.ndarray,
     momentum_buffer: np.ndarray | None,
-    target: Target,
-    config: SparseSgdConfig,
+    index: np.ndarray,
+    grad: np.ndarray,
+    *,
+    lr: float,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    maximize: bool = False,
+    last_step: Any = None,
+    step: int = 0,
 ) -> None:
-    """Update the entries of ``param`` (and ``momentum_buffer``) that ``target`` addresses, in place.
+    """One lazy SGD step on the coordinates ``index``, in place (the functional core).
 
-    See the module docstring for the equations. Costs O(nnz): the target is
-    updated in pieces of :data:`~sparse_opt._sparse_base.CHUNK_ENTRIES` entries,
-    each array gathered once and scattered once per piece, with the floating
-    point operations of the equations in their order (``maximize`` subtracts
-    ``grad`` where the equations add ``-grad``, which rounds identically).
+    ``param`` and ``momentum_buffer`` (None without momentum) are indexed along
+    axis 0 by ``index`` (ascending, unique); ``grad`` is shaped like
+    ``param[index]``. With ``last_step`` (DENSE_EQUIVALENT) the dormant steps
+    ``last_step[index] + 1 .. step - 1`` are applied first and ``step`` is
+    recorded. If the new buffer would not be finite, ``ValueError`` is raised
+    before anything is written. Equations in the module docstring.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparse_opt.sparse_sgd import sparse_sgd_update
+    >>> p, buf = np.ones(3), np.zeros(3)
+    >>> sparse_sgd_update(p, buf, np.array([0, 2]), np.array([1.0, -1.0]), lr=0.5, momentum=0.9)
+    >>> p, buf
+    (array([0.5, 1. , 1.5]), array([ 1.,  0., -1.]))
     """
-    if target.empty:
-        return
-    p_at = target.address(param)
-    buf_at = None if momentum_buffer is None else target.address(momentum_buffer)
-    p_buf, g_buf, b_buf = target.buffers(3)
-    accumulate = np.subtract if config.maximize else np.add
-    for index, grad in target.chunks():
-        k = index.size
-        p = p_at.gather(index, out=p_buf[:k])
-        if config.weight_decay != 0.0:
-            g = np.multiply(p, config.weight_decay, out=g_buf[:k])
-            accumulate(g, grad, out=g)
-        elif config.maximize:
-            g = np.negative(grad, out=g_buf[:k])
-        else:
-            g = grad
-        if buf_at is not None:
-            buf = buf_at.gather(index, out=b_buf[:k])
-            np.multiply(buf, config.momentum, out=buf)
-            np.add(buf, g, out=buf)
-            buf_at.scatter(index, buf)
+    g = -grad if maximize else grad
+    p = gather(param, index)
+    buf = None if momentum_buffer is None else gather(momentum_buffer, index)
+    if last_step is not None:
+        last = np.asarray(last_step[index])
+        if last.ndim < p.ndim:
+            last = last.reshape(*last.shape, *([1] * (p.ndim - last.ndim)))
+        p, buf = sgd_coast(p, buf, last, step - 1, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    with np.errstate(all="ignore"):  # results are checked before anything is written
+        if weight_decay:
+            g = g + weight_decay * p
+        if buf is not None:
+            buf = momentum * buf + g
+            check_new_state("momentum_buffer", buf, index)
             g = buf
-        step = np.multiply(g, config.lr, out=g_buf[:k])
-        np.subtract(p, step, out=p)
-        p_at.scatter(index, p)
+        p = p - lr * g
+    scatter(param, index, p)
+    if buf is not None:
+        scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
+    if last_step is not None:
+        last_step[index] = step
+
+
+def sgd_catch_up(
+    param: np.ndarray,
+    momentum_buffer: np.ndarray | None,
+    last_step: Any,
+    index: np.ndarray,
+    *,
+    through: int,
+    lr: float,
+    weight_decay: float,
+    momentum: float,
+) -> None:
+    """Bring ``index`` current through step ``through`` with dense SGD's zero-gradient steps, in place."""
+    p = gather(param, index)
+    buf = None if momentum_buffer is None else gather(momentum_buffer, index)
+    last = np.asarray(last_step[index])
+    if last.ndim < p.ndim:
+        last = last.reshape(*last.shape, *([1] * (p.ndim - last.ndim)))
+    p, buf = sgd_coast(p, buf, last, through, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    if buf is not None:
+        check_new_state("momentum_buffer", buf, index)
+        scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
+    scatter(param, index, p)
+    last_step[index] = through
 
 
 class SparseSgd(SparseOptimizer):
@@ -109,6 +246,8 @@ class SparseSgd(SparseOptimizer):
     ----------
     momentum_buffer : ndarray or None
         Per-coordinate momentum (``None`` when ``momentum == 0``).
+    last_step : ndarray of int64 or None
+        DENSE_EQUIVALENT only: the step through which each coordinate is current.
     step_count : int
         Number of ``step`` calls so far.
 
@@ -129,18 +268,85 @@ class SparseSgd(SparseOptimizer):
         super().__init__(params, config)
         self.momentum_buffer = np.zeros_like(self.params) if config.momentum != 0.0 else None
 
-    def _state_arrays(self) -> dict[str, np.ndarray]:
-        return {} if self.momentum_buffer is None else {"momentum_buffer": self.momentum_buffer}
+    def _keeps_steps(self) -> bool:
+        return self.config.mode is LazyMode.DENSE_EQUIVALENT
+
+    def _dense_equivalent(self) -> bool:
+        return self.config.mode is LazyMode.DENSE_EQUIVALENT
+
+    def _hyper(self) -> dict[str, float]:
+        c = self.config
+        return {"lr": c.lr, "weight_decay": c.weight_decay, "momentum": c.momentum}
 
     def _apply(self, target: Target, step: int) -> None:
-        sparse_sgd_update(self.params, self.momentum_buffer, target, self.config)
+        by_rows = target.by_rows
+        buf = None if self.momentum_buffer is None else addressed(self.momentum_buffer, by_rows)
+        sparse_sgd_update(
+            addressed(self.params, by_rows),
+            buf,
+            target.index,
+            target.grad,
+            maximize=self.config.maximize,
+            last_step=None if self._record is None else self._steps(by_rows),
+            step=step,
+            **self._hyper(),
+        )
+
+    def _catch_up(self, index: np.ndarray, by_rows: bool) -> None:
+        buf = None if self.momentum_buffer is None else addressed(self.momentum_buffer, by_rows)
+        sgd_catch_up(
+            addressed(self.params, by_rows),
+            buf,
+            self._steps(by_rows),
+            index,
+            through=self.step_count,
+            **self._hyper(),
+        )
+
+    def _config(self) -> dict[str, float | bool | str]:
+        return self.config.as_dict()
+
+    def _state_entries(self) -> list[Entry]:
+        entries = [counter("step_count")]
+        if self.momentum_buffer is not None:
+            entries.append(float_array("momentum_buffer", self.momentum_buffer))
+        if self._record is not None:
+            entries.append(self._steps_entry())
+        return entries
+
+    def _state_values(self) -> dict[str, Any]:
+        values: dict[str, Any] = {"step_count": self.step_count}
+        if self.momentum_buffer is not None:
+            values["momentum_buffer"] = self.momentum_buffer
+        if self._record is not None:
+            values["last_step"] = self._record.compact()
+        return values
+
+    def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        if self.momentum_buffer is not None:
+            self.momentum_buffer = loaded["momentum_buffer"]
+        if self._record is not None:
+            self._record.load(loaded["last_step"])
+        self.step_count = loaded["step_count"]
 
 
 class SparseSgdTable(SparseSgd):
     """Lazy SGD over a 2-D embedding table, stepped with :class:`~sparse_opt.CsrGradient`.
 
     Results are identical to :class:`SparseSgd` run on ``params.reshape(-1)`` with
-    ``csr.to_coo()``; complete rows are updated row-wise.
+    ``csr.to_coo()``; complete rows are updated row-wise, and ``catch_up`` takes
+    row ids.
+
+    Examples
+    --------
+    >>> import numpy as np, sparse_opt as so
+    >>> table = np.ones((3, 2))
+    >>> opt = so.SparseSgdTable(table, so.SparseSgdConfig(lr=0.1, weight_decay=0.5, mode="dense_equivalent"))
+    >>> for _ in range(4):
+    ...     opt.step(so.CsrGradient.from_rows([0], np.zeros((1, 2)), num_rows=3))
+    >>> opt.catch_up([1])                      # row 1 decays as dense SGD would have: 0.95**4
+    >>> table.round(6).tolist()
+    [[0.814506, 0.814506], [0.814506, 0.814506], [1.0, 1.0]]
     """
 
     _ndim = 2

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparse_opt._validation import check_scalar, check_size
+from sparse_opt._arrays import as_size
+from sparse_opt._validation import check_scalar
 
 
 def zipf_probabilities(num_rows: int, skew: float) -> np.ndarray:
     """Probability of each row rank under a Zipf law truncated to ``num_rows`` rows."""
-    num_rows = check_size("num_rows", num_rows)
+    num_rows = as_size("num_rows", num_rows)
     if num_rows == 0:
         raise ValueError("num_rows must be positive")
     skew = check_scalar("skew", skew, low=0.0)
@@ -28,7 +29,7 @@ def zipf_ids(num_rows: int, size: int, skew: float, rng: np.random.Generator | i
     ``rng`` is a ``numpy.random.Generator`` or a seed. Set-up is O(num_rows)
     (the cumulative table); each draw is a binary search.
     """
-    size = check_size("size", size)
+    size = as_size("size", size)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     cdf = np.cumsum(zipf_probabilities(num_rows, skew))
     ids = np.searchsorted(cdf, gen.random(size), side="right")

@@ -45,11 +45,12 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import sparse_opt
-from sparse_opt._validation import check_size
+from sparse_opt._arrays import as_size
 from sparse_opt.csr import CsrGradient
 from sparse_opt.dense_adam import DenseAdam
 from sparse_opt.demos.data import zipf_ids
-from sparse_opt.sparse_adam import LazyAdamMode, SparseAdamConfig, SparseAdamTable
+from sparse_opt.modes import LazyAdamMode
+from sparse_opt.sparse_adam import SparseAdamConfig, SparseAdamTable
 from sparse_opt.sparse_sgd import SparseSgdConfig, SparseSgdTable
 
 #: Environment variables that change how numpy, BLAS or torch run, reported by :func:`machine_info`.
@@ -84,7 +85,7 @@ class Workload:
 
     def __post_init__(self) -> None:
         for name in ("rows", "cols", "batch", "seed"):
-            check_size(name, getattr(self, name))
+            as_size(name, getattr(self, name))
         if self.rows == 0:
             raise ValueError("rows must be positive")
         if np.dtype(self.dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -111,7 +112,7 @@ class Workload:
 
         The same ``seed`` gives the same batches, whatever the contender.
         """
-        count = check_size("count", count)
+        count = as_size("count", count)
         rng = np.random.default_rng([self.seed, 1])
         ids = zipf_ids(self.rows, count * self.batch, self.skew, rng).reshape(count, self.batch)
         grads = rng.standard_normal((count, self.batch, self.cols), dtype=self.dtype)
@@ -351,8 +352,8 @@ def time_steps(
     and the step (:meth:`Stepper.step`). The garbage collector is run before
     and disabled during the timed steps.
     """
-    repeats, warmup = check_size("repeats", repeats), check_size("warmup", warmup)
-    if check_size("num_batches", num_batches) == 0:
+    repeats, warmup = as_size("repeats", repeats), as_size("warmup", warmup)
+    if as_size("num_batches", num_batches) == 0:
         raise ValueError("num_batches must be positive")
     prepared = []
     for contender, workload in runs:

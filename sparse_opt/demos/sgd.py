@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from sparse_opt._validation import check_size
+from sparse_opt._arrays import as_size
 from sparse_opt.coo import CooGradient
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig
 
@@ -39,8 +39,8 @@ def touch_schedule(num_steps: int, period: int) -> np.ndarray:
     Steps ``1, 1 + period, 1 + 2 * period, ...`` are touched (the first step always
     is). Returns a bool array of length ``num_steps``; entry ``t - 1`` is step ``t``.
     """
-    num_steps = check_size("num_steps", num_steps)
-    period = check_size("period", period)
+    num_steps = as_size("num_steps", num_steps)
+    period = as_size("period", period)
     if period == 0:
         raise ValueError("period must be positive")
     return np.arange(num_steps) % period == 0
@@ -180,7 +180,7 @@ def dense_dormant_state(p: float, buf: float, config: SparseSgdConfig, k: int) -
     Closed form ``A**k @ (p, buf)`` with ``A`` from :func:`dense_dormant_matrix`.
     Lazy SGD, which sees no entry, leaves ``(p, buf)`` unchanged instead.
     """
-    k = check_size("k", k)
+    k = as_size("k", k)
     p_k, buf_k = np.linalg.matrix_power(dense_dormant_matrix(config), k) @ np.array([p, buf], dtype=np.float64)
     return float(p_k), float(buf_k)
 

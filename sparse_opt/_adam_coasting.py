@@ -1,0 +1,320 @@
+r"""Dense Adam(W)'s zero-gradient steps, applied at once: the catch-up of ``DENSE_EQUIVALENT``.
+
+A coordinate whose last update was at step ``s`` and that had no gradient on
+steps ``j = s + 1 .. T`` is, in dense AdamW fed zero gradients (``c = 1 - lr *
+weight_decay``)::
+
+    p_j = c * p_{j-1} - lr * m_hat_j / (sqrt(v_hat_j) + eps)
+    m_j = beta1 * m_{j-1},        v_j = beta2 * v_{j-1}
+    m_hat_j = m_j / (1 - beta1**j),   v_hat_j = v_j / (1 - beta2**j)
+
+With ``k = T - s`` dormant steps, ``x = sqrt(v_s)`` and ``i = j - s``, the
+moments are ``m_T = beta1**k m_s`` and ``v_T = beta2**k v_s``, and the parameter
+*coasts*::
+
+    p_T = c**k p_s - lr m_s S(x),
+    S(x) = sum_{i=1..k} c**(k-i) a_i / (b_i x + eps),
+    a_i = beta1**i / (1 - beta1**(s+i)),     b_i = beta2**(i/2) / sqrt(1 - beta2**(s+i)).
+
+The weights ``a_i``, ``b_i`` depend only on the global steps, so they are
+shared by all entries of a row; only ``x`` is per entry. Two ways to evaluate
+``S``, both exact to the dtype's rounding:
+
+**Expansion in eps / (b x)** (the fast path). Where ``eps <= theta b_i x`` for
+every ``i`` of the window (``b_i`` decreases, so the last one decides),
+``1 / (b x + eps) = sum_n (-eps / (b x))**n / (b x)`` and::
+
+    S(x) = c**k / x * sum_{n<N} P_n(s, K) (-eps / x)**n,
+    P_n(s, K) = sum_{i=1..K} rho_n**i u_n(s + i),
+    rho_n = beta1 / (c beta2**((n+1)/2)),   u_n(j) = (1 - beta2**j)**((n+1)/2) / (1 - beta1**j).
+
+The remainder after ``N`` terms is below ``theta**N / (1 - theta)`` of ``S``:
+with ``theta <= 2**-7`` eight terms reach float64 rounding (four float32's), and
+in practice (``x >> eps``) one to four are used. The window is cut at ``K =
+min(k, L)``: when ``rho = rho_{N_max - 1} < 1`` the terms beyond ``L`` are below
+``tol`` of the sum for any ``s`` (bound: tail / head ``<= rho**L / ((1 - rho)
+(1 - beta2)**p (1 - beta1**(L+1)))`` with ``p = N_max / 2``), so ``L`` is a
+constant of ``beta1``, ``beta2``, ``lr * weight_decay`` and the dtype (about 700
+for the defaults in float64). ``P_n(s, K)`` comes from two caches over global
+steps, never over coordinates: for a gap ``k < L`` a table of the last ``L``
+steps, rebuilt in O(L N) when the step changes; for ``k >= L`` a table
+``P_n(s, L)`` by ``s``, each entry computed once in O(L N). ``u_n`` is 1 to
+rounding once ``beta2**s`` and ``beta1**s`` are below ``eps / 64``, so that
+table stops there. Catching up one coordinate is O(N) plus its share of its
+row's lookups: a constant, whatever the gap.
+
+**Replaying dense Adam's own operations** (the fallback), where the expansion
+would not converge: ``x`` close to or below ``eps / b`` (tiny second moments, or
+``eps`` large), ``rho >= 1`` (``beta2 <= beta1**2``-like settings whose coasting
+grows before ``eps`` takes over), a window longer than ``MAX_WINDOW``, or
+``eps = 0`` with a ``v`` that underflows during the gap. The replay applies the
+steps one by one and stops, for each entry, as soon as the rest of its coasting
+is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
+beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
+rho_0)(1 - beta1**(j+1)) sqrt(v_j))`` -- or its ``m`` has underflowed to zero;
+the remaining decays are applied in closed form. That bounds the replay by the
+steps ``beta1**i`` takes to vanish: a constant of ``beta1`` and the dtype (about
+400 to 700 steps for ``beta1 = 0.9`` in float64), however long the gap.
+
+A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
+with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
+
+Source: Kingma & Ba, "Adam: A Method for Stochastic Optimization" (2015), and
+Loshchilov & Hutter, "Decoupled Weight Decay Regularization" (2019), for the
+dense recursions; the expansion and the bounds are this kit's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Expansion terms are used only where ``eps / (b x)`` is at most this.
+THETA = 2.0**-7
+#: Longest window ``L`` the fast path supports; beyond, every coordinate is replayed.
+MAX_WINDOW = 1 << 14
+#: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
+MAX_TABLE = 1 << 18
+
+
+def _tolerance(dtype: np.dtype) -> float:
+    """Relative error the catch-up aims below: a sixteenth of the dtype's epsilon."""
+    return float(np.finfo(dtype).eps) / 16
+
+
+class AdamCoasting:
+    """Applies dense Adam(W)'s zero-gradient steps ``s + 1 .. T`` to gathered coordinates (module docstring).
+
+    Parameters
+    ----------
+    lr, beta1, beta2, eps, weight_decay : float
+        The optimizer's hyper-parameters (``0 <= lr * weight_decay <= 1``).
+    dtype : numpy dtype
+        The parameters' dtype: the arithmetic of the per-entry work, and the
+        rounding the catch-up aims at.
+    """
+
+    def __init__(self, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype) -> None:
+        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.c = 1.0 - lr * weight_decay
+        self.dtype = np.dtype(dtype)
+        self.tol = _tolerance(self.dtype)
+        self.terms = math.ceil(math.log(self.tol) / math.log(THETA))  # N_max
+        n = np.arange(self.terms, dtype=np.float64)
+        self.powers = (n + 1) / 2  # exponent of (1 - beta2**j) in u_n
+        with np.errstate(divide="ignore"):
+            self.rho = beta1 / (self.c * beta2**self.powers) if self.c > 0 and beta2 > 0 else np.full(self.terms, np.inf)
+        self.window = self._window()
+        # u_n(j) == 1 to rounding from this step on
+        self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
+        self._recent_step = -1
+        self._recent = np.zeros((self.terms, 0))
+        size = min(self.settled, MAX_TABLE)
+        self._full = np.zeros((size, self.terms))
+        self._full_known = np.zeros(size, dtype=bool)
+        self._full_settled = (self.rho[:, None] ** np.arange(1, max(self.window, 1) + 1)).sum(axis=1) if self.window else None
+
+    # -- the window and the weight caches -----------------------------------------
+    def _window(self) -> int:
+        """``L``, or 0 when the fast path cannot be used (``rho >= 1`` or ``L > MAX_WINDOW``)."""
+        rho = float(self.rho[-1])
+        if not rho < 1.0:
+            return 0
+        if rho == 0.0 or self.beta1 == 0.0:
+            return 1
+        p = float(self.powers[-1])
+        needed = (
+            math.log(1 / self.tol)
+            + p * math.log(1 / (1 - self.beta2))
+            + math.log(1 / (1 - rho))
+            + math.log(1 / (1 - self.beta1))
+        )
+        window = math.ceil(needed / math.log(1 / rho)) + 1
+        return window if window <= MAX_WINDOW else 0
+
+    def _u(self, j: np.ndarray) -> np.ndarray:
+        """``u_n(j)`` for every term ``n`` (axis 0) and step ``j >= 1`` (further axes)."""
+        j = j.astype(np.float64)
+        bc1 = 1.0 - self.beta1**j
+        bc2 = 1.0 - self.beta2**j
+        return bc2[None] ** self.powers.reshape(-1, *([1] * j.ndim)) / bc1[None]
+
+    def _recent_weights(self, through: int) -> np.ndarray:
+        """``P_n(T - d, d)`` for ``d = 0 .. L - 1`` at ``T = through``, shape ``(N, L)`` (cached per ``T``)."""
+        if self._recent_step != through:
+            L = self.window
+            e = np.arange(L - 1)
+            j = through - e
+            u = np.where(j >= 1, self._u(np.maximum(j, 1)), 0.0)
+            rho = self.rho[:, None]
+            summed = np.cumsum(rho ** (-e.astype(np.float64)) * u, axis=1)
+            recent = np.zeros((self.terms, L))
+            recent[:, 1:] = rho ** np.arange(1, L, dtype=np.float64) * summed
+            self._recent, self._recent_step = recent, through
+        return self._recent
+
+    def _full_weights(self, s: np.ndarray) -> np.ndarray:
+        """``P_n(s, L)`` for each ``s`` (any shape), shape ``(N, *s.shape)``."""
+        out = np.empty((self.terms, *s.shape))
+        settled = s >= self.settled
+        if settled.any():
+            out[:, settled] = self._full_settled[:, None]
+        rest = ~settled
+        if rest.any():
+            wanted = s[rest]
+            tabled = wanted < self._full_known.size
+            unknown = np.unique(wanted[tabled][~self._full_known[wanted[tabled]]])
+            if unknown.size:
+                self._full[unknown] = self._sum_windows(unknown).T
+                self._full_known[unknown] = True
+            values = np.empty((self.terms, wanted.size))
+            values[:, tabled] = self._full[wanted[tabled]].T
+            if not tabled.all():
+                values[:, ~tabled] = self._sum_windows(wanted[~tabled])
+            out[:, rest] = values
+        return out
+
+    def _sum_windows(self, s: np.ndarray) -> np.ndarray:
+        """``P_n(s, L)`` computed directly for a 1-D array of ``s``, shape ``(N, len(s))``, in blocks."""
+        L = self.window
+        i = np.arange(1, L + 1)
+        rho_i = self.rho[:, None] ** i.astype(np.float64)  # (N, L)
+        out = np.empty((self.terms, s.size))
+        block = max(1, (1 << 20) // (L * self.terms))
+        for start in range(0, s.size, block):
+            part = s[start : start + block]
+            u = self._u(part[:, None] + i[None, :])  # (N, len(part), L)
+            out[:, start : start + block] = np.einsum("nl,nsl->ns", rho_i, u)
+        return out
+
+    # -- the catch-up -------------------------------------------------------------
+    def __call__(
+        self, p: np.ndarray, m: np.ndarray, v: np.ndarray, last: np.ndarray, through: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(p, m, v)`` brought current through step ``through``: new arrays, the inputs are not changed.
+
+        ``p``, ``m``, ``v`` are gathered coordinates (same shape, the parameters'
+        dtype); ``last`` holds their last steps (``<= through``) and broadcasts
+        against them (``(k, 1)`` for whole table rows: one step per row, so the
+        weights are computed once per row).
+        """
+        gap = through - last
+        if not (gap > 0).any():
+            return p, m, v
+        dtype, shape = self.dtype, p.shape
+        k = gap.astype(np.float64)
+        p_out = p * (self.c**k).astype(dtype)  # p_T when the coordinate does not coast
+        m_out = m * (self.beta1**k).astype(dtype)
+        v_out = v * (self.beta2**k).astype(dtype)
+        dormant = np.broadcast_to(gap > 0, shape)
+        coasting = dormant & (m != 0)
+        replay = np.zeros(shape, dtype=bool)
+        if self.eps == 0.0:
+            p_out[dormant & (m == 0) & (v == 0)] = np.nan  # dense Adam's 0 / (0 + 0)
+            replay = coasting & ((v == 0) | (v_out == 0))  # m / 0 now or later in the gap
+        candidates = coasting & ~replay
+        fast = np.zeros(shape, dtype=bool)
+        if self.window and candidates.any():
+            fast = self._expand(p_out, m, v, last, gap, through, candidates)
+        replay |= coasting & ~fast
+        if replay.any():
+            s = np.broadcast_to(last, shape)[replay]
+            p_out[replay] = self._replay(p[replay], m[replay], v[replay], s, np.broadcast_to(gap, shape)[replay])
+        return p_out, m_out, v_out
+
+    def _expand(
+        self,
+        p_out: np.ndarray,
+        m: np.ndarray,
+        v: np.ndarray,
+        last: np.ndarray,
+        gap: np.ndarray,
+        through: int,
+        candidates: np.ndarray,
+    ) -> np.ndarray:
+        """Subtract the expanded coasting from ``p_out`` where it converges; return where it did."""
+        L = self.window
+        window = np.minimum(gap, L)
+        x = np.sqrt(v)
+        # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x)
+        b_last = self.beta2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = self.eps / (x * b_last)
+        fast = candidates & (ratio <= THETA)
+        if not fast.any():
+            return fast
+        worst = float(ratio[fast].max())
+        terms = 1 if worst == 0.0 else min(self.terms, math.ceil(math.log(self.tol) / math.log(worst)))
+        short = gap < L
+        weights = np.empty((terms, *gap.shape))
+        if short.any():
+            weights[:, short] = self._recent_weights(through)[:terms, gap[short]]
+        if not short.all():
+            weights[:, ~short] = self._full_weights(last[~short])[:terms]
+        weights = (weights * self.c ** gap.astype(np.float64)).astype(self.dtype)
+        # S = c**k / x * sum_n P_n (-eps / x)**n, by Horner's rule
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            z = -self.dtype.type(self.eps) / x
+            acc = np.broadcast_to(weights[terms - 1], p_out.shape)
+            for n in range(terms - 2, -1, -1):
+                acc = acc * z + weights[n]
+            coast = m * (acc / x) * self.dtype.type(self.lr)
+        p_out[fast] -= coast[fast]
+        return fast
+
+    def _replay(self, p: np.ndarray, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Dense Adam's zero-gradient steps one by one, for 1-D arrays of coordinates; returns the new ``p``.
+
+        Each coordinate stops once the rest of its coasting is provably below
+        ``tol * |p|`` or its ``m`` has underflowed to zero; its remaining weight
+        decay is then applied in closed form (module docstring).
+        """
+        dt = self.dtype.type
+        b1, b2, eps = dt(self.beta1), dt(self.beta2), dt(self.eps)
+        p, m, v = p.copy(), m.copy(), v.copy()
+        rest = np.zeros(p.size, dtype=np.int64)
+        active = np.arange(p.size)
+        r_bound = self.beta1 / math.sqrt(self.beta2) if self.beta2 > 0 else math.inf
+        i = 0
+        while active.size:
+            i += 1
+            j = (s[active] + i).astype(np.float64)
+            pa, ma, va = p[active], m[active] * b1, v[active] * b2
+            if self.c != 1.0:
+                pa = pa * dt(self.c)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                denom = np.sqrt(va) / np.sqrt(1.0 - self.beta2**j).astype(self.dtype) + eps
+                pa = pa - (ma / denom) * (self.lr / (1.0 - self.beta1**j)).astype(self.dtype)
+            p[active], m[active], v[active] = pa, ma, va
+            left = k[active] - i
+            finished = (left <= 0) | np.isnan(pa) | (ma == 0)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                scale = self.lr * np.abs(ma.astype(np.float64)) / (1.0 - self.beta1 ** (j + 1))
+                bound = np.full(pa.shape, np.inf)
+                if self.eps > 0 and self.beta1 < 1:
+                    bound = scale * self.beta1 / ((1.0 - self.beta1) * self.eps)
+                if r_bound < 1:
+                    bound = np.minimum(bound, scale * r_bound / ((1.0 - r_bound) * np.sqrt(va.astype(np.float64))))
+            finished |= bound <= self.tol * np.abs(pa.astype(np.float64))
+            if self.eps == 0.0:
+                # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0
+                zero_zero = finished & (ma == 0) & (left > 0) & (va * (self.beta2 ** left.astype(np.float64)) == 0)
+                p[active[zero_zero]] = np.nan
+            rest[active[finished]] = np.maximum(left[finished], 0)
+            active = active[~finished]
+        if self.c != 1.0:
+            p *= (self.c ** rest.astype(np.float64)).astype(self.dtype)
+        return p
+
+
+def eps_of(dtype: np.dtype) -> float:
+    """The machine epsilon of ``dtype``."""
+    return float(np.finfo(dtype).eps)
+
+
+def _steps_below(beta: float, level: float) -> int:
+    """The first ``j`` with ``beta**j < level`` (1 when ``beta == 0``)."""
+    if beta == 0.0:
+        return 1
+    return max(1, math.ceil(math.log(level) / math.log(beta)) + 1)

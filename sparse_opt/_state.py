@@ -1,0 +1,207 @@
+"""The one ``state_dict`` engine: every optimizer describes its state, this module writes and reads it.
+
+A state dict is a flat mapping from string keys to plain numpy values: the
+optimizer's config (Python scalars), its counters (int64 scalars) and its state
+arrays (copies). It round-trips through ``np.savez`` and
+``np.load(..., allow_pickle=False)``, which hands scalars back as 0-d arrays.
+
+Each optimizer lists its entries once, as :class:`Entry` objects (key, accepted
+shapes, dtype, bounds); :func:`load_state` checks a mapping against that list in
+one place, so that every optimizer refuses the same defects with the same
+messages:
+
+- the key set must match exactly, and every config value must equal the
+  optimizer's own (a state dict from another configuration is refused);
+- counters must be integer scalars in ``[0, 2**63 - 1]``, checked exactly;
+- float arrays must have an accepted shape, the exact dtype, and only finite
+  values, ``>= 0`` where the entry says so (second moments, accumulators);
+- int64 arrays (``last_step``) must lie in ``[0, <a counter>]``.
+
+Everything is checked before anything is returned, and the returned arrays are
+fresh C-contiguous copies: the optimizer swaps them in only after the whole load
+has been accepted, so a refused load leaves it exactly as it was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sparse_opt._arrays import INT64_MAX, first_not_finite
+
+ConfigValue = float | int | bool | str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One state-dict entry besides the config.
+
+    Attributes
+    ----------
+    key : str
+    shapes : tuple of shapes
+        Accepted shapes; ``((),)`` for a counter. The first is the canonical one.
+    dtype : numpy dtype
+        ``int64`` for counters and step records, else the parameters' float dtype.
+    nonnegative : bool
+        Float entries only: refuse negative values (second moments, accumulators).
+    bounded_by : str or None
+        Int64 arrays only: the counter whose value bounds every entry from above.
+    """
+
+    key: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: np.dtype
+    nonnegative: bool = False
+    bounded_by: str | None = None
+
+    @property
+    def is_counter(self) -> bool:
+        """An integer scalar (a step count)."""
+        return self.shapes == ((),) and self.dtype == np.dtype(np.int64)
+
+
+def counter(key: str) -> Entry:
+    """An integer step counter in ``[0, 2**63 - 1]``."""
+    return Entry(key, ((),), np.dtype(np.int64))
+
+
+def float_array(key: str, like: np.ndarray, *, nonnegative: bool = False) -> Entry:
+    """A float state array of ``like``'s shape and dtype."""
+    return Entry(key, (like.shape,), like.dtype, nonnegative=nonnegative)
+
+
+def make_state_dict(config: Mapping[str, ConfigValue], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Config plus copies of the state values: int counters as ``np.int64``, arrays copied."""
+    out: dict[str, Any] = dict(config)
+    for key, value in values.items():
+        out[key] = np.int64(value) if isinstance(value, int) else np.array(value, copy=True)
+    return out
+
+
+def check_keys(d: object, expected: Sequence[str]) -> Mapping[str, Any]:
+    """``d`` as a mapping with exactly the ``expected`` keys, or raise."""
+    if not isinstance(d, Mapping) and not (hasattr(d, "keys") and hasattr(d, "__getitem__")):
+        raise TypeError(f"state_dict must be a mapping, got {type(d).__name__}")
+    have, want = set(d.keys()), set(expected)
+    if have != want:
+        missing, extra = sorted(want - have), sorted(have - want)
+        raise ValueError(f"state_dict keys do not match: missing {missing}, unexpected {extra}")
+    return d  # type: ignore[return-value]
+
+
+def check_config(d: Mapping[str, Any], config: Mapping[str, ConfigValue]) -> None:
+    """Raise ``ValueError`` unless every config entry in ``d`` equals this optimizer's.
+
+    Values are compared as Python scalars after ``.item()``, so a config saved
+    with ``np.savez`` compares equal to the live one; a bool only equals a bool.
+    ``None`` cannot be saved without pickling, so optional floats are stored as
+    NaN (NaN equals NaN here).
+    """
+    for key, want in config.items():
+        a = np.asarray(d[key])
+        if a.shape != ():
+            raise ValueError(f"state_dict[{key!r}] must be a scalar, got shape {a.shape}")
+        got = a.item()
+        both_nan = isinstance(got, float) and isinstance(want, float) and math.isnan(got) and math.isnan(want)
+        same_kind = isinstance(got, bool) == isinstance(want, bool)
+        if not both_nan and (got != want or not same_kind):
+            raise ValueError(f"state_dict[{key!r}] = {got!r} does not match this optimizer's {key} = {want!r}")
+
+
+def _load_counter(d: Mapping[str, Any], key: str) -> int:
+    a = np.asarray(d[key])
+    if a.shape != () or a.dtype.kind not in "iu":
+        raise ValueError(f"state_dict[{key!r}] must be an integer scalar, got {d[key]!r}")
+    v = int(a)
+    if not 0 <= v <= INT64_MAX:
+        raise ValueError(f"state_dict[{key!r}] = {v} is outside [0, 2**63 - 1]")
+    return v
+
+
+def _load_array(d: Mapping[str, Any], entry: Entry, counters: Mapping[str, int]) -> np.ndarray:
+    key = entry.key
+    a = np.asarray(d[key])
+    if a.shape not in entry.shapes:
+        accepted = " or ".join(str(s) for s in entry.shapes)
+        raise ValueError(f"state_dict[{key!r}] has shape {a.shape}, expected {accepted}")
+    if a.dtype != entry.dtype:
+        raise ValueError(f"state_dict[{key!r}] has dtype {a.dtype}, expected {entry.dtype}")
+    if a.dtype.kind == "f":
+        k = first_not_finite(a)
+        if k is not None:
+            raise ValueError(f"state_dict[{key!r}] holds {a.reshape(-1)[k]} at flat position {k}, which is not finite")
+        if entry.nonnegative and a.size and a.min() < 0:
+            k = int(np.flatnonzero(a.reshape(-1) < 0)[0])
+            raise ValueError(f"state_dict[{key!r}] holds {a.reshape(-1)[k]} at flat position {k}; it must be >= 0")
+    elif entry.bounded_by is not None and a.size:
+        high = counters[entry.bounded_by]
+        bad = (a < 0) | (a > high)
+        if bad.any():
+            k = int(np.flatnonzero(bad.reshape(-1))[0])
+            raise ValueError(
+                f"state_dict[{key!r}] holds {int(a.reshape(-1)[k])} at flat position {k}, "
+                f"outside [0, {entry.bounded_by} = {high}]"
+            )
+    return np.array(a, order="C", copy=True)
+
+
+def load_state(
+    d: object, config: Mapping[str, ConfigValue], entries: Sequence[Entry]
+) -> dict[str, Any]:
+    """Validate ``d`` against ``config`` and ``entries``; return the entries' values (fresh copies).
+
+    Counters come back as Python ints, arrays as C-contiguous copies. Raises
+    ``ValueError`` (``TypeError`` if ``d`` is not a mapping) naming the first
+    defect; nothing is returned, so nothing can be half-loaded.
+    """
+    mapping = check_keys(d, [*config, *(e.key for e in entries)])
+    check_config(mapping, config)
+    counters = {e.key: _load_counter(mapping, e.key) for e in entries if e.is_counter}
+    out: dict[str, Any] = dict(counters)
+    for e in entries:
+        if not e.is_counter:
+            out[e.key] = _load_array(mapping, e, counters)
+    return out
+
+
+class Stateful:
+    """Mixin: ``state_dict`` / ``load_state_dict`` from three small methods of the optimizer.
+
+    Subclasses implement ``_config()`` (plain scalars), ``_state_entries()``
+    (the :class:`Entry` list), ``_state_values()`` (key to current value) and
+    ``_adopt_state(loaded)`` (swap in validated copies).
+    """
+
+    def _config(self) -> dict[str, ConfigValue]:
+        raise NotImplementedError
+
+    def _state_entries(self) -> list[Entry]:
+        raise NotImplementedError
+
+    def _state_values(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Config, counters and copies of the state arrays, as plain numpy values.
+
+        The result round-trips through ``np.savez`` and
+        ``np.load(..., allow_pickle=False)``; parameters are not included (they
+        are the caller's arrays).
+        """
+        return make_state_dict(self._config(), self._state_values())
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`: keys, config, shapes, dtypes and values are all checked.
+
+        Raises ``ValueError`` on any mismatch (``TypeError`` for a non-mapping),
+        leaving the optimizer unchanged.
+        """
+        self._adopt_state(load_state(state_dict, self._config(), self._state_entries()))
