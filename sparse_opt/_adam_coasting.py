@@ -124,8 +124,8 @@ class AdamCoasting:
         if rho == 0.0 or self.beta1 == 0.0:
             return 1
         p = float(self.powers[-1])
-        needed = (
-            math.log(1 / self.tol)
+        needed = (  # tail / first term below tol, with a factor 2 for the direct sum (see _direct)
+            math.log(2 / self.tol)
             + p * math.log(1 / (1 - self.beta2))
             + math.log(1 / (1 - rho))
             + math.log(1 / (1 - self.beta1))
@@ -192,76 +192,115 @@ class AdamCoasting:
     def __call__(
         self, p: np.ndarray, m: np.ndarray, v: np.ndarray, last: np.ndarray, through: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(p, m, v)`` brought current through step ``through``: new arrays, the inputs are not changed.
+        """``(p, m, v)`` brought current through step ``through``, updated in place and returned.
 
         ``p``, ``m``, ``v`` are gathered coordinates (same shape, the parameters'
-        dtype); ``last`` holds their last steps (``<= through``) and broadcasts
-        against them (``(k, 1)`` for whole table rows: one step per row, so the
-        weights are computed once per row).
+        dtype, writeable); ``last`` holds their last steps (``<= through``) and
+        broadcasts against them (``(k, 1)`` for whole table rows: one step per
+        row, so the weights are computed once per row).
         """
         gap = through - last
         if not (gap > 0).any():
             return p, m, v
         dtype, shape = self.dtype, p.shape
         k = gap.astype(np.float64)
-        p_out = p * (self.c**k).astype(dtype)  # p_T when the coordinate does not coast
-        m_out = m * (self.beta1**k).astype(dtype)
-        v_out = v * (self.beta2**k).astype(dtype)
+        decay2 = (self.beta2**k).astype(dtype)
         dormant = np.broadcast_to(gap > 0, shape)
         coasting = dormant & (m != 0)
-        replay = np.zeros(shape, dtype=bool)
+        zero_zero = replay = None
         if self.eps == 0.0:
-            p_out[dormant & (m == 0) & (v == 0)] = np.nan  # dense Adam's 0 / (0 + 0)
-            replay = coasting & ((v == 0) | (v_out == 0))  # m / 0 now or later in the gap
-        candidates = coasting & ~replay
-        fast = np.zeros(shape, dtype=bool)
-        if self.window and candidates.any():
-            fast = self._expand(p_out, m, v, last, gap, through, candidates)
-        replay |= coasting & ~fast
-        if replay.any():
-            s = np.broadcast_to(last, shape)[replay]
-            p_out[replay] = self._replay(p[replay], m[replay], v[replay], s, np.broadcast_to(gap, shape)[replay])
-        return p_out, m_out, v_out
+            zero_zero = dormant & (m == 0) & (v == 0)  # dense Adam's 0 / (0 + 0): NaN
+            replay = coasting & ((v == 0) | (v * decay2 == 0))  # m / 0, now or later in the gap
+            coasting &= ~replay
+        if not self.window:
+            replay, coasting = coasting if replay is None else replay | coasting, coasting & False
+        slow = None
+        if replay is not None and replay.any():
+            s_r, k_r = np.broadcast_to(last, shape)[replay], np.broadcast_to(gap, shape)[replay]
+            slow = (replay, self._replay(p[replay], m[replay], v[replay], s_r, k_r))
+        coast = direct = None
+        if coasting.any():
+            coast, fast = self._expand(m, v, last, gap, through, coasting)
+            direct = coasting & ~fast
+            if direct.any():
+                s_d, k_d = np.broadcast_to(last, shape)[direct], np.broadcast_to(gap, shape)[direct]
+                direct = (direct, self._direct(m[direct], v[direct], s_d, k_d))
+            else:
+                direct = None
+            coast = (coast, fast)
+        # the decays of k zero-gradient steps, then the coasting
+        if self.c != 1.0:
+            p *= (self.c**k).astype(dtype)
+        m *= (self.beta1**k).astype(dtype)
+        v *= decay2
+        if coast is not None:
+            np.subtract(p, coast[0], out=p, where=coast[1])
+        if direct is not None:
+            p[direct[0]] -= direct[1]
+        if slow is not None:
+            p[slow[0]] = slow[1]
+        if zero_zero is not None:
+            p[zero_zero] = np.nan
+        return p, m, v
 
     def _expand(
-        self,
-        p_out: np.ndarray,
-        m: np.ndarray,
-        v: np.ndarray,
-        last: np.ndarray,
-        gap: np.ndarray,
-        through: int,
-        candidates: np.ndarray,
-    ) -> np.ndarray:
-        """Subtract the expanded coasting from ``p_out`` where it converges; return where it did."""
+        self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, through: int, candidates: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The expanded coasting ``lr m S`` and where it converges (``eps <= THETA b x``), from ``m_s``, ``v_s``."""
         L = self.window
         window = np.minimum(gap, L)
         x = np.sqrt(v)
-        # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x)
+        # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x): eligible where x >= x_min
         b_last = self.beta2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = self.eps / (x * b_last)
-        fast = candidates & (ratio <= THETA)
-        if not fast.any():
-            return fast
-        worst = float(ratio[fast].max())
-        terms = 1 if worst == 0.0 else min(self.terms, math.ceil(math.log(self.tol) / math.log(worst)))
-        short = gap < L
-        weights = np.empty((terms, *gap.shape))
-        if short.any():
-            weights[:, short] = self._recent_weights(through)[:terms, gap[short]]
-        if not short.all():
-            weights[:, ~short] = self._full_weights(last[~short])[:terms]
-        weights = (weights * self.c ** gap.astype(np.float64)).astype(self.dtype)
-        # S = c**k / x * sum_n P_n (-eps / x)**n, by Horner's rule
+        with np.errstate(divide="ignore"):
+            x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
+        fast = candidates & (x >= x_min)
+        if self.eps == 0.0 or not fast.any():
+            terms = 1
+        else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
+            smallest = np.maximum(x.min(), x_min)
+            with np.errstate(divide="ignore"):
+                worst = float(np.max(np.where(gap > 0, self.eps / (smallest * b_last), 0.0)))
+            terms = min(self.terms, max(1, math.ceil(math.log(self.tol) / math.log(worst)))) if worst > 0 else 1
+        long = gap >= L
+        weights = self._recent_weights(through)[:terms, np.minimum(gap, L - 1)]
+        if long.any():
+            weights[:, long] = self._full_weights(last[long])[:terms]
+        weights = (weights * (self.lr * self.c ** gap.astype(np.float64))).astype(self.dtype)
+        # lr m S = lr c**k m / x * sum_n P_n (-eps / x)**n, by Horner's rule
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            z = -self.dtype.type(self.eps) / x
-            acc = np.broadcast_to(weights[terms - 1], p_out.shape)
-            for n in range(terms - 2, -1, -1):
-                acc = acc * z + weights[n]
-            coast = m * (acc / x) * self.dtype.type(self.lr)
-        p_out[fast] -= coast[fast]
-        return fast
+            inv_x = 1 / x
+            acc = np.broadcast_to(weights[terms - 1], x.shape)
+            if terms > 1:
+                z = inv_x * -self.dtype.type(self.eps)
+                for n in range(terms - 2, -1, -1):
+                    acc = acc * z
+                    acc += weights[n]
+            coast = m * inv_x
+            coast *= acc
+        return coast, fast
+
+    def _direct(self, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """``lr * m * S`` summed term by term over the window, for 1-D arrays of coordinates (in float64).
+
+        Exact wherever a window exists, whatever ``x`` and ``eps``: the tail
+        beyond ``L`` is below ``tol`` of the first term both when ``b x`` and
+        when ``eps`` dominates the denominator. O(L) per coordinate.
+        """
+        L = self.window
+        i = np.arange(1, L + 1, dtype=np.float64)
+        out = np.empty(m.size)
+        block = max(1, (1 << 18) // L)
+        for lo in range(0, m.size, block):
+            ss, kk = s[lo : lo + block, None].astype(np.float64), k[lo : lo + block, None]
+            x = np.sqrt(v[lo : lo + block, None].astype(np.float64))
+            j = ss + i
+            a = self.beta1**i / (1.0 - self.beta1**j)
+            b = self.beta2 ** (i / 2) / np.sqrt(1.0 - self.beta2**j)
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                w = np.where(i <= np.minimum(kk, L), self.c ** (kk - i) * a, 0.0)
+                out[lo : lo + block] = (w / (b * x + self.eps)).sum(axis=1)
+        return (self.lr * m.astype(np.float64) * out).astype(self.dtype)
 
     def _replay(self, p: np.ndarray, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Dense Adam's zero-gradient steps one by one, for 1-D arrays of coordinates; returns the new ``p``.
