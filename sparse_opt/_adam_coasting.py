@@ -47,14 +47,17 @@ row's lookups: a constant, whatever the gap.
 would not converge: ``x`` close to or below ``eps / b`` (tiny second moments, or
 ``eps`` large), ``rho >= 1`` (``beta2 <= beta1**2``-like settings whose coasting
 grows before ``eps`` takes over), a window longer than ``MAX_WINDOW``, or
-``eps = 0`` with a ``v`` that underflows during the gap. The replay applies the
+``eps = 0`` with a ``v`` that is zero or reaches zero during the gap (possible only
+for ``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
+smallest subnormal). The replay applies the
 steps one by one and stops, for each entry, as soon as the rest of its coasting
 is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
 beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
 rho_0)(1 - beta1**(j+1)) sqrt(v_j))`` -- or its ``m`` has underflowed to zero;
 the remaining decays are applied in closed form. That bounds the replay by the
-steps ``beta1**i`` takes to vanish: a constant of ``beta1`` and the dtype (about
-400 to 700 steps for ``beta1 = 0.9`` in float64), however long the gap.
+steps ``beta1**i`` takes to make the rest negligible: a constant of ``beta1``,
+``beta2`` and the dtype (a few hundred steps for ``beta1 = 0.9`` in float64),
+however long the gap.
 
 A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
 with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
@@ -147,11 +150,7 @@ class AdamCoasting:
             e = np.arange(L - 1)
             j = through - e
             u = np.where(j >= 1, self._u(np.maximum(j, 1)), 0.0)
-            rho = self.rho[:, None]
-            summed = np.cumsum(rho ** (-e.astype(np.float64)) * u, axis=1)
-            recent = np.zeros((self.terms, L))
-            recent[:, 1:] = rho ** np.arange(1, L, dtype=np.float64) * summed
-            self._recent, self._recent_step = recent, through
+            self._recent, self._recent_step = _discounted_sums(self.rho, u), through
         return self._recent
 
     def _full_weights(self, s: np.ndarray) -> np.ndarray:
@@ -209,8 +208,11 @@ class AdamCoasting:
         coasting = dormant & (m != 0)
         zero_zero = replay = None
         if self.eps == 0.0:
-            zero_zero = dormant & (m == 0) & (v == 0)  # dense Adam's 0 / (0 + 0): NaN
-            replay = coasting & ((v == 0) | (v * decay2 == 0))  # m / 0, now or later in the gap
+            # dense Adam divides by sqrt(v_hat) alone, and its v reaches exactly 0 only if it is 0 or beta2 <= 0.5
+            # (for beta2 > 0.5, v <- beta2 * v stalls at the smallest subnormal instead of rounding to 0)
+            v_vanishes = (v == 0) | ((v * decay2 == 0) if self.beta2 <= 0.5 else False)
+            zero_zero = dormant & (m == 0) & v_vanishes  # 0 / 0: NaN
+            replay = coasting & v_vanishes  # m / 0: only a replay follows it
             coasting &= ~replay
         if not self.window:
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
@@ -337,14 +339,36 @@ class AdamCoasting:
                     bound = np.minimum(bound, scale * r_bound / ((1.0 - r_bound) * np.sqrt(va.astype(np.float64))))
             finished |= bound <= self.tol * np.abs(pa.astype(np.float64))
             if self.eps == 0.0:
-                # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0
-                zero_zero = finished & (ma == 0) & (left > 0) & (va * (self.beta2 ** left.astype(np.float64)) == 0)
-                p[active[zero_zero]] = np.nan
+                # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0 (v can reach 0 only if
+                # beta2 <= 0.5, see __call__)
+                vanishes = (va == 0) | ((va * self.beta2 ** left.astype(np.float64) == 0) & (self.beta2 <= 0.5))
+                p[active[finished & (ma == 0) & (left > 0) & vanishes]] = np.nan
             rest[active[finished]] = np.maximum(left[finished], 0)
             active = active[~finished]
         if self.c != 1.0:
             p *= (self.c ** rest.astype(np.float64)).astype(self.dtype)
         return p
+
+
+def _discounted_sums(rho: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``D[n, d] = sum_{e < d} rho[n]**(d - e) * u[n, e]`` for ``d = 0 .. u.shape[1]``, shape ``(N, L)``.
+
+    Computed as ``rho**d * cumsum(rho**-e * u)`` in blocks of ``e`` short
+    enough that ``rho**-e`` cannot overflow, carrying ``D`` from block to block
+    (``D[d] = rho**(d - e0) * (D[e0] + sum_{e0 <= e < d} rho**-(e - e0) u[e])``).
+    Every term is positive, so the sums lose nothing to cancellation.
+    """
+    terms, width = u.shape
+    out = np.zeros((terms, width + 1))
+    smallest = float(rho.min())
+    block = width if smallest >= 1 else max(1, int(600 / math.log(1 / smallest))) if smallest > 0 else 1
+    r = rho[:, None]
+    for e0 in range(0, width, block):
+        e1 = min(width, e0 + block)
+        offsets = np.arange(e1 - e0, dtype=np.float64)
+        partial = np.cumsum(r ** -offsets * u[:, e0:e1], axis=1)
+        out[:, e0 + 1 : e1 + 1] = r ** (offsets + 1) * (out[:, e0 : e0 + 1] + partial)
+    return out
 
 
 def eps_of(dtype: np.dtype) -> float:

@@ -1,4 +1,4 @@
-"""Lazy SparseSgd / SparseAdam (+ tables) and DenseAdam: hand-derived values and properties."""
+"""Lazy SparseSgd / SparseAdam / SparseAdagrad (+ tables) and DenseAdam: hand-derived values and properties."""
 
 import io
 import math
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import sparse_opt as so
 
-LAZY, DORMANCY = so.LazyAdamMode.LAZY, so.LazyAdamMode.DORMANCY_DECAY
+LAZY, DORMANCY, DENSE = so.LazyMode.LAZY, so.LazyMode.DORMANCY_DECAY, so.LazyMode.DENSE_EQUIVALENT
 DTYPES = [np.float32, np.float64]
 
 
@@ -104,15 +104,49 @@ def test_adam_maximize_negates_gradient():
     assert p[0] > 1.0
 
 
-def test_dormancy_gap_beyond_power_table():
+def test_dormancy_decay_of_a_long_gap_is_one_power():
+    """A gap of 5001 steps decays the moments by beta**5001, evaluated once (not 5001 roundings)."""
     p = np.zeros(2)
     opt = so.SparseAdam(p, so.SparseAdamConfig(beta1=0.999, beta2=0.9999, mode=DORMANCY))
     opt.step(coo([0], [1.0], 2))
     for _ in range(5000):
         opt.step(coo([1], [1.0], 2))
-    opt.step(coo([0], [1.0], 2))  # gap 5001 > the 4096-entry table
-    np.testing.assert_allclose(opt.m[0], 0.999**5001 * 0.001 + 0.001, rtol=1e-12)
-    np.testing.assert_allclose(opt.v[0], 0.9999**5001 * 1e-4 + 1e-4, rtol=1e-12)
+    opt.step(coo([0], [1.0], 2))
+    assert opt.m[0] == 0.999**5001 * (1 - 0.999) + (1 - 0.999)
+    assert opt.v[0] == 0.9999**5001 * (1 - 0.9999) + (1 - 0.9999)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_adamw_weight_decay_by_hand_in_each_mode(dtype):
+    """LAZY decays once per touch, DORMANCY_DECAY (1 - lr*wd)**gap at the touch, DENSE_EQUIVALENT every step."""
+    lr, wd, gap = 0.1, 0.5, 4
+    c = 1 - lr * wd
+    out = {}
+    for mode in (LAZY, DORMANCY, DENSE):
+        p = np.array([1.0, 1.0], dtype=dtype)
+        opt = so.SparseAdam(p, so.SparseAdamConfig(lr=lr, eps=0.0, mode=mode, weight_decay=wd))
+        opt.step(coo([0, 1], [0.0, 1.0], 2))  # coordinate 0: gradient 0, so its moments stay 0 (0/0 avoided below)
+        for _ in range(gap - 1):
+            opt.step(coo([1], [1.0], 2))
+        opt.catch_up([0]) if mode is DENSE else None
+        out[mode] = float(p[0])
+    # coordinate 0 has m = v = 0: eps = 0 makes its update 0 / 0 only if it coasts; it is touched once (t = 1)
+    # with g = 0, so m = v = 0 and the Adam term is 0 / 0 = NaN in every mode
+    assert all(math.isnan(x) for x in out.values())
+    results = {}
+    for mode in (LAZY, DORMANCY, DENSE):
+        p = np.array([2.0, 1.0], dtype=dtype)
+        opt = so.SparseAdam(p, so.SparseAdamConfig(lr=lr, mode=mode, weight_decay=wd))
+        opt.step(coo([1], [1.0], 2))  # coordinate 0 never touched: only decay can move it
+        for _ in range(gap - 2):
+            opt.step(coo([1], [1.0], 2))
+        opt.step(coo([0, 1], [1.0, 1.0], 2))  # first touch of coordinate 0 at t = gap, m = 0.1, v = 0.001
+        results[mode] = float(p[0])
+    adam = lr / (1 - 0.9**gap) * 0.1 / (math.sqrt(0.001 / (1 - 0.999**gap)) + 1e-8)
+    rtol = 1e-6 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(results[LAZY], 2.0 * c - adam, rtol=rtol)
+    np.testing.assert_allclose(results[DORMANCY], 2.0 * c**gap - adam, rtol=rtol)
+    np.testing.assert_allclose(results[DENSE], 2.0 * c**gap - adam, rtol=rtol)
 
 
 # ---------------------------------------------------------------- DenseAdam
@@ -129,6 +163,13 @@ def test_dense_adam_by_hand():
     p0 = adam_param_step(adam_param_step(1.0, 0.05, 0.0025, 1, 0.1, 0.9, 0.99, 1e-8), m0, v0, 2, 0.1, 0.9, 0.99, 1e-8)
     np.testing.assert_allclose([opt.m[0], opt.v[0], p[0]], [m0, v0, p0], rtol=1e-13)
     assert opt.step_count == 2
+
+
+def test_dense_adam_weight_decay_is_decoupled_and_first():
+    """DenseAdam(weight_decay) is torch's AdamW: p *= 1 - lr*wd before the Adam update."""
+    p = np.array([2.0])
+    so.DenseAdam(p, lr=0.1, weight_decay=0.5).step(np.array([1.0]))
+    np.testing.assert_allclose(p, [2.0 * 0.95 - 0.1 / (1 + 1e-8)], rtol=1e-15)
 
 
 # ---------------------------------------------------------------- properties
@@ -171,13 +212,14 @@ def test_dormancy_moments_equal_dense_adam_fed_zeros(schedule, dtype):
         np.testing.assert_allclose(sparse.v[touched], dense.v[touched], rtol=rtol, atol=atol * scale)
 
 
-@given(st.integers(1, 15), st.sampled_from(DTYPES), st.sampled_from([LAZY, DORMANCY]))
-def test_touched_every_step_is_plain_adam_bit_for_bit(steps, dtype, mode):
+@given(st.integers(1, 15), st.sampled_from(DTYPES), st.sampled_from([LAZY, DORMANCY, DENSE]), st.sampled_from([0.0, 0.3]))
+def test_touched_every_step_is_plain_adam_bit_for_bit(steps, dtype, mode, weight_decay):
+    """Gap 1 everywhere: every mode is exactly dense Adam(W), bit for bit."""
     rng = np.random.default_rng(steps)
     p_sparse = rng.standard_normal(5).astype(dtype)
     p_dense = p_sparse.copy()
-    sparse = so.SparseAdam(p_sparse, so.SparseAdamConfig(lr=0.05, mode=mode))
-    dense = so.DenseAdam(p_dense, lr=0.05)
+    sparse = so.SparseAdam(p_sparse, so.SparseAdamConfig(lr=0.05, mode=mode, weight_decay=weight_decay))
+    dense = so.DenseAdam(p_dense, lr=0.05, weight_decay=weight_decay)
     for _ in range(steps):
         g = rng.standard_normal(5).astype(dtype)
         sparse.step(so.CooGradient(np.arange(5), g, 5))
@@ -187,29 +229,26 @@ def test_touched_every_step_is_plain_adam_bit_for_bit(steps, dtype, mode):
     np.testing.assert_array_equal(sparse.v, dense.v)
 
 
-@given(touch_schedules(), st.sampled_from(DTYPES))
-def test_gap_one_makes_modes_identical(schedule, dtype):
-    """With every touched coordinate touched on every step, LAZY == DORMANCY_DECAY bit for bit."""
-    idx = sorted({i for idx, _ in schedule[:1] for i in idx})
-    params = {mode: np.ones(6, dtype=dtype) for mode in (LAZY, DORMANCY)}
-    opts = {mode: so.SparseAdam(params[mode], so.SparseAdamConfig(mode=mode)) for mode in params}
-    for k in range(len(schedule)):
-        g = coo(idx, [0.5 + 0.1 * k] * len(idx), 6)
-        for opt in opts.values():
-            opt.step(g)
-    np.testing.assert_array_equal(params[LAZY], params[DORMANCY])
-    np.testing.assert_array_equal(opts[LAZY].v, opts[DORMANCY].v)
-
-
 def make_optimizer(kind, params):
-    if kind == "sgd":
-        cfg = so.SparseSgdConfig(lr=0.1, weight_decay=0.01, momentum=0.9)
-        return (so.SparseSgdTable if params.ndim == 2 else so.SparseSgd)(params, cfg)
-    cfg = so.SparseAdamConfig(lr=0.05, beta1=0.8, beta2=0.95, mode=kind)
-    return (so.SparseAdamTable if params.ndim == 2 else so.SparseAdam)(params, cfg)
+    table = params.ndim == 2
+    if kind.startswith("sgd"):
+        mode = "dense_equivalent" if kind == "sgd_dense_equivalent" else "lazy"
+        cfg = so.SparseSgdConfig(lr=0.1, weight_decay=0.01, momentum=0.9, mode=mode)
+        return (so.SparseSgdTable if table else so.SparseSgd)(params, cfg)
+    if kind == "adagrad":
+        cfg = so.SparseAdagradConfig(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)
+        return (so.SparseAdagradTable if table else so.SparseAdagrad)(params, cfg)
+    cfg = so.SparseAdamConfig(lr=0.05, beta1=0.8, beta2=0.95, mode=kind, weight_decay=0.1)
+    return (so.SparseAdamTable if table else so.SparseAdam)(params, cfg)
 
 
-KINDS = ["sgd", "lazy", "dormancy_decay"]
+KINDS = ["sgd", "sgd_dense_equivalent", "adagrad", "lazy", "dormancy_decay", "dense_equivalent"]
+
+
+def state_arrays(opt):
+    """The optimizer's per-coordinate state, each with the parameters' shape (last_step as the read-only view)."""
+    names = ("m", "v", "sum", "momentum_buffer", "last_step")
+    return {n: np.asarray(getattr(opt, n)) for n in names if getattr(opt, n, None) is not None}
 
 
 @st.composite
@@ -239,7 +278,7 @@ def test_table_equals_flat_and_untouched_stay_bit_identical(schedule, kind, dtyp
     t_opt, f_opt = make_optimizer(kind, table), make_optimizer(kind, flat)
     for g in steps:
         before = table.copy()
-        state_before = {k: v for k, v in t_opt.state_dict().items() if isinstance(v, np.ndarray) and v.ndim}
+        state_before = {k: v.copy() for k, v in state_arrays(t_opt).items()}
         t_opt.step(g)
         f_opt.step(g.to_coo())
         np.testing.assert_array_equal(table.reshape(-1), flat)
@@ -247,12 +286,12 @@ def test_table_equals_flat_and_untouched_stay_bit_identical(schedule, kind, dtyp
         untouched[g.to_coo().indices] = False
         assert np.array_equal(table.reshape(-1)[untouched], before.reshape(-1)[untouched])
         for name, old in state_before.items():
-            new = t_opt.state_dict()[name]
+            new = state_arrays(t_opt)[name]
             assert new.shape == (rows, cols)
             assert np.array_equal(new.reshape(-1)[untouched], old.reshape(-1)[untouched])
-    for name, value in t_opt.state_dict().items():
-        if isinstance(value, np.ndarray) and value.ndim:
-            np.testing.assert_array_equal(value.reshape(-1), f_opt.state_dict()[name])
+    flat_state = state_arrays(f_opt)
+    for name, value in state_arrays(t_opt).items():
+        np.testing.assert_array_equal(value.reshape(-1), flat_state[name])
 
 
 @pytest.mark.parametrize("table", [False, True])
@@ -265,8 +304,8 @@ def test_last_step_is_read_only(table):
         opt.last_step = np.zeros(params.shape, dtype=np.int64)
 
 
-def test_table_keeps_one_last_step_per_row_until_a_step_has_incomplete_rows():
-    """Whole-row steps: one int64 per row (a broadcast view); incomplete rows: one per entry, from then on."""
+def test_table_keeps_one_last_step_per_row_and_splits_only_incomplete_rows():
+    """Whole-row steps: one int64 per row (a broadcast view); an incomplete row is split until a step covers it again."""
     table = np.zeros((4, 3))
     opt = so.SparseAdamTable(table, so.SparseAdamConfig(mode=DORMANCY))
     opt.step(so.CsrGradient.from_rows(np.array([2, 0, 2]), np.ones((3, 3)), 4))
@@ -274,15 +313,18 @@ def test_table_keeps_one_last_step_per_row_until_a_step_has_incomplete_rows():
     assert opt.last_step.strides[1] == 0  # the row's value, seen in every column
     assert opt.last_step.tolist() == [[1, 1, 1], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
     partial = so.CsrGradient(np.array([0, 1, 1, 1, 1]), np.array([2]), np.array([0.5]), (4, 3))
-    opt.step(partial)  # only entry (0, 2)
-    assert opt.last_step.strides[1] != 0
+    assert opt.state_dict()["last_step"].shape == (4,)  # the checkpoint: 8 bytes per row
+    opt.step(partial)  # only entry (0, 2): row 0 is split, its entries keep their own steps
     assert opt.last_step.tolist() == [[1, 1, 2], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
-    opt.step(so.CsrGradient.from_rows(np.array([0]), np.ones((1, 3)), 4))
+    assert opt.state_dict()["last_step"].shape == (4, 3)
+    opt.step(so.CsrGradient.from_rows(np.array([0]), np.ones((1, 3)), 4))  # the whole row again: one step per row
     assert opt.last_step.tolist() == [[3, 3, 3], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
-    # a state whose rows each hold one step is stored per row again
+    assert opt.last_step.strides[1] == 0 and opt.state_dict()["last_step"].shape == (4,)
+    # a full (rows, cols) state whose rows each hold one step is stored per row again
     fresh = so.SparseAdamTable(np.zeros((4, 3)), so.SparseAdamConfig(mode=DORMANCY))
-    fresh.load_state_dict(opt.state_dict())
-    assert fresh.last_step.strides[1] == 0
+    state = opt.state_dict()
+    fresh.load_state_dict({**state, "last_step": np.array(opt.last_step)})
+    assert fresh.last_step.strides[1] == 0 and fresh.state_dict()["last_step"].shape == (4,)
     np.testing.assert_array_equal(fresh.last_step, opt.last_step)
 
 

@@ -1,0 +1,392 @@
+"""DENSE_EQUIVALENT: the lazy trajectory is the dense one, at a cost that does not grow with the gap.
+
+The reference is dense training fed zero gradients on dormant coordinates:
+``so.DenseAdam`` (whose agreement with ``torch.optim.Adam``/``AdamW`` the golden
+tests pin) and, for SGD, a dense loop written out below. Real-torch replays of
+the same semantics are in ``test_torch_golden_round2.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sparse_opt as so
+from sparse_opt._adam_coasting import AdamCoasting
+
+DENSE = so.LazyMode.DENSE_EQUIVALENT
+
+
+def coo(indices, values, dim):
+    return so.CooGradient(np.array(indices, dtype=np.int64), np.array(values, dtype=np.float64), dim)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol: float, atol: float = 0.0) -> None:
+    """Equal to ``rtol`` relative; non-finite entries must be non-finite in the same way (NaN, +inf, -inf)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
+
+
+def run_adam_pair(schedule, dim, config, dtype=np.float64, seed=0):
+    """Run SparseAdam(DENSE_EQUIVALENT) and DenseAdam fed zeros on the same schedule; return both optimizers."""
+    p0 = np.random.default_rng(seed).standard_normal(dim).astype(dtype)
+    lazy_p, dense_p = p0.copy(), p0.copy()
+    lazy = so.SparseAdam(lazy_p, so.SparseAdamConfig(**config, mode=DENSE))
+    dense = so.DenseAdam(dense_p, **config)
+    for idx, vals in schedule:
+        g = coo(idx, vals, dim)
+        lazy.step(g)
+        with np.errstate(all="ignore"):  # eps = 0 gives dense Adam 0 / 0 on all-zero coordinates
+            dense.step(g.to_dense().astype(dtype))
+    return lazy, dense
+
+
+ADAM_CONFIGS = [
+    {"lr": 1e-2},
+    {"lr": 1e-2, "eps": 0.0},
+    {"lr": 1e-2, "eps": 1e-3},  # eps dominates the small v of small gradients
+    {"lr": 1e-2, "eps": 1.0},
+    {"lr": 1e-2, "weight_decay": 0.5},
+    {"lr": 1e-2, "beta1": 0.0},
+    {"lr": 1e-2, "beta1": 0.5, "beta2": 0.9},
+    {"lr": 1e-2, "beta1": 0.9, "beta2": 0.5},  # beta2 < beta1**2: the coasting grows before eps takes over
+    {"lr": 1e-2, "beta1": 0.9, "beta2": 0.0},
+    {"lr": 1e-2, "beta1": 0.99, "beta2": 0.9999},
+    {"lr": 1e-3, "beta1": 0.95, "beta2": 0.9, "eps": 0.0, "weight_decay": 0.1},
+]
+
+
+@st.composite
+def sparse_schedules(draw, dim=5, max_steps=40):
+    """Steps touching random subsets (often none) of ``dim`` coordinates, with gradients of varied magnitude."""
+    steps = []
+    scale = draw(st.sampled_from([1.0, 1e-3, 1e-6]))
+    for _ in range(draw(st.integers(1, max_steps))):
+        mask = draw(st.lists(st.sampled_from([False, False, False, True]), min_size=dim, max_size=dim))
+        idx = [i for i in range(dim) if mask[i]]
+        vals = draw(st.lists(st.floats(-3, 3).filter(lambda x: abs(x) > 1e-3), min_size=len(idx), max_size=len(idx)))
+        steps.append((idx, [scale * v for v in vals]))
+    return steps
+
+
+@settings(max_examples=80)
+@given(sparse_schedules(), st.sampled_from(range(len(ADAM_CONFIGS))))
+def test_adam_after_catch_up_equals_dense_adam_fed_zeros(schedule, which):
+    """Any schedule, any eps >= 0, beta1, beta2 in [0, 1), weight decay: 1e-12 relative in float64."""
+    config = ADAM_CONFIGS[which]
+    lazy, dense = run_adam_pair(schedule, 5, config)
+    lazy.catch_up()
+    assert_close(lazy.params, dense.params, rtol=1e-12)
+    assert_close(lazy.m, dense.m, rtol=1e-12, atol=1e-300)
+    assert_close(lazy.v, dense.v, rtol=1e-12, atol=1e-300)
+    assert lazy.last_step.tolist() == [lazy.step_count] * 5
+
+
+@pytest.mark.parametrize(
+    "config, gap",
+    [
+        ({"lr": 1e-3}, 3000),  # three times 1 / (1 - beta2)
+        ({"lr": 1e-3, "eps": 0.0}, 3000),
+        ({"lr": 1e-3, "eps": 1e-3}, 3000),
+        ({"lr": 1e-3, "weight_decay": 0.1}, 3000),
+        ({"lr": 1e-3, "beta2": 0.99}, 2500),
+        ({"lr": 1e-3, "beta1": 0.99, "beta2": 0.9999}, 4000),
+        ({"lr": 1e-3, "beta1": 0.9, "beta2": 0.5}, 2000),
+    ],
+)
+def test_adam_gaps_longer_than_the_second_moment_memory(config, gap):
+    """A coordinate touched, then dormant for thousands of steps (more than 1 / (1 - beta2)), then touched."""
+    schedule = [([0, 1, 2], [0.3, -1e-4, 2.0])] + [([2], [0.1])] * gap + [([0, 1, 2], [-0.5, 1e-4, 0.1])]
+    schedule += [([2], [0.1])] * 7
+    lazy, dense = run_adam_pair(schedule, 4, config)
+    lazy.catch_up()
+    assert_close(lazy.params, dense.params, rtol=1e-12)
+    assert_close(lazy.m, dense.m, rtol=1e-12, atol=1e-300)
+    assert_close(lazy.v, dense.v, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("config", ADAM_CONFIGS[:5])
+def test_float32_follows_dense_float32_to_its_rounding(config):
+    """In float32 the lazy catch-up agrees with dense float32 Adam as closely as float32 steps agree at all."""
+    rng = np.random.default_rng(1)
+    schedule = [(sorted(rng.choice(6, size=rng.integers(0, 3), replace=False).tolist()), None) for _ in range(300)]
+    schedule = [(idx, rng.standard_normal(len(idx)).tolist()) for idx, _ in schedule]
+    lazy, dense = run_adam_pair(schedule, 6, config, dtype=np.float32)
+    lazy.catch_up()
+    scale = np.nanmax(np.abs(dense.params))
+    assert_close(lazy.params, dense.params, rtol=2e-5, atol=2e-6 * scale)
+
+
+def test_training_loop_catching_up_the_looked_up_ids_follows_dense_adam():
+    """catch_up(ids), read table[ids], step: the table is dense Adam's wherever it is read."""
+    rng = np.random.default_rng(3)
+    rows, cols = 50, 4
+    table = rng.standard_normal((rows, cols))
+    reference = table.copy()
+    opt = so.SparseAdamTable(table, so.SparseAdamConfig(lr=0.02, mode="dense_equivalent", weight_decay=0.1))
+    dense = so.DenseAdam(reference, lr=0.02, weight_decay=0.1)
+    target = rng.standard_normal((rows, cols))
+    for _ in range(200):
+        ids = rng.zipf(1.3, size=8) % rows
+        opt.catch_up(ids)
+        # atol: a parameter that decay and coasting cancel down to ~1e-6 keeps the rounding of its ~1e-2 terms
+        np.testing.assert_allclose(table[ids], reference[ids], rtol=1e-12, atol=1e-15)
+        grads = table[ids] - target[ids]  # d/d row of 0.5 * ||row - target||**2
+        opt.step(so.CsrGradient.from_rows(ids, grads, rows))
+        dense.step(so.CsrGradient.from_rows(ids, grads, rows).to_dense())
+    opt.catch_up()
+    np.testing.assert_allclose(table, reference, rtol=1e-12, atol=1e-15)
+
+
+def test_catch_up_is_idempotent_and_does_not_advance_the_step():
+    lazy, _ = run_adam_pair([([0, 1], [1.0, -1.0])] + [([1], [0.5])] * 20, 3, {"lr": 0.1})
+    lazy.catch_up([0, 0, 2])
+    once = (lazy.params.copy(), lazy.m.copy(), lazy.v.copy(), lazy.last_step.copy())
+    lazy.catch_up([2, 0])
+    lazy.catch_up()
+    twice = (lazy.params, lazy.m, lazy.v, lazy.last_step)
+    for a, b in zip(once[:3], twice[:3]):
+        np.testing.assert_array_equal(a, b)
+    assert lazy.step_count == 21 and twice[3].tolist() == [21, 21, 21]
+
+
+@given(sparse_schedules(dim=4, max_steps=30), st.sampled_from(range(len(ADAM_CONFIGS))))
+def test_catching_up_at_every_step_equals_catching_up_at_the_end(schedule, which):
+    config = ADAM_CONFIGS[which]
+    every, _ = run_adam_pair([], 4, config)
+    end, _ = run_adam_pair([], 4, config)
+    for idx, vals in schedule:
+        every.step(coo(idx, vals, 4))
+        every.catch_up()
+        end.step(coo(idx, vals, 4))
+    end.catch_up()
+    assert_close(every.params, end.params, rtol=1e-12, atol=1e-15)
+    assert_close(every.m, end.m, rtol=1e-12, atol=1e-300)
+
+
+def test_moments_at_a_touch_equal_dormancy_decay():
+    """DENSE_EQUIVALENT's moments are DORMANCY_DECAY's (to rounding); only the parameters differ."""
+    schedule = [([0, 1], [1.0, 2.0]), ([1], [1.0]), ([1], [1.0]), ([], []), ([0], [-0.5])]
+    out = {}
+    for mode in ("dormancy_decay", "dense_equivalent"):
+        p = np.zeros(2)
+        opt = so.SparseAdam(p, so.SparseAdamConfig(lr=0.1, mode=mode))
+        for idx, vals in schedule:
+            opt.step(coo(idx, vals, 2))
+        out[mode] = (opt.m.copy(), opt.v.copy(), p.copy())
+    np.testing.assert_allclose(out["dense_equivalent"][0], out["dormancy_decay"][0], rtol=1e-15)
+    np.testing.assert_allclose(out["dense_equivalent"][1], out["dormancy_decay"][1], rtol=1e-15)
+    assert abs(out["dense_equivalent"][2][0] - out["dormancy_decay"][2][0]) > 1e-2  # coordinate 0 coasted
+
+
+def test_coasting_by_hand_for_one_dormant_step():
+    """One dormant step of dense Adam, written out: p -= lr * m_hat / (sqrt(v_hat) + eps) with g = 0."""
+    p = np.array([1.0])
+    opt = so.SparseAdam(p, so.SparseAdamConfig(lr=0.1, beta1=0.9, beta2=0.99, eps=1e-3, mode=DENSE, weight_decay=0.2))
+    opt.step(coo([0], [2.0], 1))
+    p1, m1, v1 = float(p[0]), 0.2, 0.04
+    opt.step(coo([], [], 1))
+    opt.catch_up()
+    m2, v2 = 0.9 * m1, 0.99 * v1
+    expected = p1 * (1 - 0.1 * 0.2) - 0.1 * (m2 / (1 - 0.9**2)) / (math.sqrt(v2 / (1 - 0.99**2)) + 1e-3)
+    assert p[0] == pytest.approx(expected, rel=1e-15)
+    assert opt.m[0] == pytest.approx(m2, rel=1e-15) and opt.v[0] == pytest.approx(v2, rel=1e-15)
+
+
+def test_never_touched_coordinates_only_decay_and_eps_zero_gives_torchs_nan():
+    p = np.array([2.0, 3.0])
+    opt = so.SparseAdam(p, so.SparseAdamConfig(lr=0.1, mode=DENSE, weight_decay=0.5))
+    for _ in range(10):
+        opt.step(coo([1], [1.0], 2))
+    opt.catch_up([0])
+    assert p[0] == pytest.approx(2.0 * 0.95**10, rel=1e-15)
+    q = np.array([2.0, 3.0])
+    zero_eps = so.SparseAdam(q, so.SparseAdamConfig(lr=0.1, mode=DENSE, eps=0.0))
+    zero_eps.step(coo([1], [1.0], 2))
+    zero_eps.catch_up()
+    assert math.isnan(q[0])  # dense Adam with eps = 0: 0 / (0 + 0) on a coordinate that never had a gradient
+
+
+# ------------------------------------------------------------------ the cost does not grow with the gap
+
+
+def far_apart(config, gap, dtype=np.float64):
+    """A coordinate last updated at step 1 and caught up at step 1 + gap, set up through a state dict."""
+    p = np.array([0.5], dtype=dtype)
+    opt = so.SparseAdam(p, so.SparseAdamConfig(**config, mode=DENSE))
+    opt.step(coo([0], [0.2], 1))
+    state = opt.state_dict()
+    state["step_count"] = np.int64(1 + gap)
+    opt.load_state_dict(state)
+    return opt, p
+
+
+def test_window_is_a_constant_of_the_hyper_parameters():
+    """The weights' window L depends on beta1, beta2, lr * weight_decay and the dtype, never on a gap."""
+    default = AdamCoasting(1e-3, 0.9, 0.999, 1e-8, 0.0, np.float64)
+    assert 400 <= default.window <= 1500
+    assert AdamCoasting(1e-3, 0.9, 0.999, 1e-8, 0.0, np.float32).window < default.window
+    assert AdamCoasting(1e-3, 0.9, 0.5, 1e-8, 0.0, np.float64).window == 0  # replayed: rho >= 1
+
+
+@pytest.mark.parametrize("config", [{"lr": 1e-3}, {"lr": 1e-3, "eps": 1.0}, {"lr": 1e-3, "eps": 0.0}])
+def test_a_gap_of_a_billion_steps_costs_no_replay_and_converges(config, monkeypatch):
+    """Expansion and direct sum cover the default regimes: no step-by-step replay, whatever the gap."""
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("replayed")
+
+    monkeypatch.setattr(AdamCoasting, "_replay", no_replay)
+    results = []
+    for gap in (10**4, 10**5):
+        opt, p = far_apart(config, gap)
+        opt.catch_up()
+        results.append(float(p[0]))
+    assert results[0] == pytest.approx(results[1], rel=1e-14)  # the coasting has converged long before
+    opt, p = far_apart(config, 10**9)
+    opt.catch_up()
+    assert float(p[0]) == pytest.approx(results[1], rel=1e-14)
+
+
+@pytest.mark.parametrize("gap", [10, 3000])
+def test_eps_zero_with_a_second_moment_that_reaches_zero_follows_dense_adam_to_infinity(gap):
+    """beta2 <= 0.5 and eps = 0: dense Adam's v rounds to 0 within ~800 steps and m / 0 sends p to -inf."""
+    schedule = [([0, 1], [0.3, 0.0])] + [([], [])] * gap
+    lazy, dense = run_adam_pair(schedule, 2, {"lr": 1e-3, "beta2": 0.4, "eps": 0.0})
+    lazy.catch_up()
+    assert_close(lazy.params, dense.params, rtol=1e-12)
+    assert np.isnan(dense.params[1])  # coordinate 1: m = v = 0, 0 / 0 from the first dormant step
+    assert np.isinf(dense.params[0]) == (gap > 1000)
+
+
+def test_replay_stops_once_the_rest_of_the_coasting_is_negligible(monkeypatch):
+    """Where only a replay is exact (beta2 < beta1**2), it runs a bounded number of steps for any gap."""
+    calls = []
+    original = AdamCoasting._replay
+
+    def counting(self, p, m, v, s, k):
+        calls.append(int(k.max()))
+        return original(self, p, m, v, s, k)
+
+    monkeypatch.setattr(AdamCoasting, "_replay", counting)
+    iterations = []
+    real_sqrt = np.sqrt
+
+    def counting_sqrt(x, *args, **kwargs):
+        iterations.append(1)
+        return real_sqrt(x, *args, **kwargs)
+
+    opt, p = far_apart({"lr": 1e-3, "beta1": 0.9, "beta2": 0.5}, 10**9)
+    monkeypatch.setattr(np, "sqrt", counting_sqrt)
+    opt.catch_up()
+    monkeypatch.setattr(np, "sqrt", real_sqrt)
+    assert calls == [10**9]
+    assert len(iterations) < 2000  # one sqrt per replayed step: bounded by beta1's decay, not by 10**9
+    assert np.isfinite(p[0])
+
+
+# ------------------------------------------------------------------ SGD: a fixed linear recurrence
+
+
+def dense_sgd(p, buf, grads, lr, weight_decay, momentum):
+    """torch.optim.SGD (dampening 0, no nesterov), step by step, on dense float64 arrays."""
+    for g in grads:
+        d = g + weight_decay * p
+        if momentum:
+            buf = momentum * buf + d
+            d = buf
+        p = p - lr * d
+    return p, buf
+
+
+@pytest.mark.parametrize("weight_decay, momentum", [(0.5, 0.0), (0.0, 0.9), (0.1, 0.9), (0.01, 0.99)])
+@pytest.mark.parametrize("gap", [1, 2, 10, 3000])
+def test_sgd_dormant_steps_are_the_power_of_one_matrix(weight_decay, momentum, gap):
+    lr = 0.05
+    p = np.array([1.0, -2.0])
+    opt = so.SparseSgd(p, so.SparseSgdConfig(lr=lr, weight_decay=weight_decay, momentum=momentum, mode=DENSE))
+    opt.step(coo([0, 1], [0.3, 0.1], 2))
+    p1 = p.copy()
+    buf1 = None if opt.momentum_buffer is None else opt.momentum_buffer.copy()
+    for _ in range(gap):
+        opt.step(coo([], [], 2))
+    opt.catch_up()
+    want_p, want_buf = dense_sgd(p1, 0.0 if buf1 is None else buf1, [np.zeros(2)] * gap, lr, weight_decay, momentum)
+    np.testing.assert_allclose(p, want_p, rtol=1e-12)
+    if momentum:
+        np.testing.assert_allclose(opt.momentum_buffer, want_buf, rtol=1e-12, atol=1e-300)
+
+
+def test_sgd_recurrence_by_hand():
+    """wd only: p * (1 - lr*wd)**k; momentum only: p - lr * mu * (1 - mu**k) / (1 - mu) * buf."""
+    p = np.array([2.0])
+    opt = so.SparseSgd(p, so.SparseSgdConfig(lr=0.1, weight_decay=0.5, mode=DENSE))
+    opt.step(coo([], [], 1))
+    opt.step(coo([], [], 1))
+    opt.catch_up()
+    assert p[0] == pytest.approx(2.0 * 0.95**2, rel=1e-15)
+    q = np.array([0.0])
+    mom = so.SparseSgd(q, so.SparseSgdConfig(lr=0.1, momentum=0.5, mode=DENSE))
+    mom.step(coo([0], [1.0], 1))  # buf = 1, q = -0.1
+    for _ in range(3):
+        mom.step(coo([], [], 1))
+    mom.catch_up()
+    assert q[0] == pytest.approx(-0.1 - 0.1 * 0.5 * (1 - 0.5**3) / 0.5, rel=1e-15)
+    assert mom.momentum_buffer[0] == pytest.approx(0.5**3, rel=1e-15)
+
+
+@settings(max_examples=50)
+@given(sparse_schedules(dim=4, max_steps=40), st.sampled_from([(0.1, 0.9), (0.5, 0.0), (0.0, 0.5)]))
+def test_sgd_after_catch_up_equals_dense_sgd(schedule, hyper):
+    weight_decay, momentum = hyper
+    p = np.linspace(-1, 1, 4)
+    ref_p, ref_buf = p.copy(), np.zeros(4)
+    opt = so.SparseSgd(p, so.SparseSgdConfig(lr=0.1, weight_decay=weight_decay, momentum=momentum, mode=DENSE))
+    for idx, vals in schedule:
+        g = coo(idx, vals, 4)
+        opt.step(g)
+        ref_p, ref_buf = dense_sgd(ref_p, ref_buf, [g.to_dense()], 0.1, weight_decay, momentum)
+    opt.catch_up()
+    np.testing.assert_allclose(p, ref_p, rtol=1e-12, atol=1e-15)
+
+
+def test_sgd_lazy_differs_from_dense_and_dormancy_decay_is_refused():
+    with pytest.raises(ValueError, match="DORMANCY_DECAY is Adam's rule"):
+        so.SparseSgdConfig(lr=0.1, mode="dormancy_decay")
+    p = np.array([1.0, 1.0])
+    lazy = so.SparseSgd(p, so.SparseSgdConfig(lr=0.1, weight_decay=0.5))
+    with pytest.raises(ValueError, match="catch_up needs mode DENSE_EQUIVALENT"):
+        lazy.catch_up()
+    assert lazy.last_step is None
+
+
+# ------------------------------------------------------------------ tables
+
+
+def test_table_catch_up_by_rows_equals_flat_catch_up_by_coordinates():
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((6, 3))
+    flat = table.reshape(-1).copy()
+    cfg = so.SparseAdamConfig(lr=0.05, mode=DENSE, weight_decay=0.1)
+    t_opt, f_opt = so.SparseAdamTable(table, cfg), so.SparseAdam(flat, cfg)
+    for step in range(30):
+        ids = rng.choice(6, size=2, replace=False)
+        g = so.CsrGradient.from_rows(ids, rng.standard_normal((2, 3)), 6)
+        if step % 7 == 3:  # an incomplete row now and then: row 0's entries get different steps
+            g = so.CsrGradient(np.array([0, 1, 1, 1, 1, 1, 1]), np.array([2]), np.array([0.5]), (6, 3))
+        t_opt.step(g)
+        f_opt.step(g.to_coo())
+    t_opt.catch_up([4, 0])
+    f_opt.catch_up(np.r_[np.arange(12, 15), np.arange(0, 3)])
+    np.testing.assert_array_equal(table.reshape(-1), flat)
+    t_opt.catch_up()
+    f_opt.catch_up()
+    np.testing.assert_array_equal(table.reshape(-1), flat)
+    assert t_opt.state_dict()["last_step"].shape == (6,)  # every row current: one step per row again
