@@ -374,7 +374,7 @@ def test_sparse_table_gradient_is_refused() -> None:
         ([np.ones(3), np.array([[1.0, 0, 0], [0, -np.inf, 0]])], ValueError, "not finite"),
         ([np.array([0.0, np.inf, 1.0]), np.ones((2, 3))], ValueError, r"grads\[0\]"),
         ([np.ones(3), np.full((2, 3), "x")], TypeError, "real numbers"),
-        ([np.ones(3), {"a": 1}], TypeError, "dense"),
+        ([np.ones(3), {"a": 1}], TypeError, "array of numbers"),
         (np.ones(3), TypeError, "list"),
         ("abc", TypeError, "list"),
     ],

@@ -1,0 +1,505 @@
+"""Checkpoints of every optimizer: round trips, the table ``last_step`` forms, and uniform load validation.
+
+One list of optimizer factories (:data:`SPECS`) covers every class and mode:
+SparseSgd(+Table), SparseAdam(+Table) in all three modes, SparseAdagrad(+Table,
+rowwise), DenseAdam, Adafactor and EGDD. Every test below runs on all of them:
+
+- save -> ``np.savez`` -> ``np.load(allow_pickle=False)`` -> load into a fresh
+  optimizer over a copy of the parameters -> continue is bit-identical to never
+  stopping (tables with split rows included);
+- every defect of a state dict (keys, config, counters, dtypes, shapes,
+  non-finite or negative values) is refused with a ``ValueError`` naming the
+  field, and a refused load changes nothing;
+- an optimizer always accepts its own ``state_dict()``: a step that would make
+  state non-finite is refused at ``step`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sparse_opt as so
+
+LAZY, DORMANCY, DENSE = so.LazyMode.LAZY, so.LazyMode.DORMANCY_DECAY, so.LazyMode.DENSE_EQUIVALENT
+ROWS, COLS, DIM = 6, 4, 12
+
+#: State entries that must be >= 0 (second moments, accumulators, EGDD's gains and scale).
+NONNEGATIVE = {"v", "sum", "row_var", "col_var", "variance", "gain", "lr_scale"}
+
+
+# ---------------------------------------------------------------- the optimizers
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How to build one optimizer and feed it gradients.
+
+    ``kind`` is ``"coo"`` (1-D sparse), ``"csr"`` (table), ``"dense"`` (DenseAdam:
+    one array) or ``"list"`` (Adafactor, EGDD: a list of arrays of 2-D, 1-D and 0-d).
+    """
+
+    name: str
+    kind: str
+    make: Callable[[Any], Any]
+
+    def params(self, dtype=np.float64, seed=0):
+        rng = np.random.default_rng(seed)
+        if self.kind == "coo":
+            return rng.standard_normal(DIM).astype(dtype)
+        if self.kind in ("csr", "dense"):
+            return rng.standard_normal((ROWS, COLS)).astype(dtype)
+        return [rng.standard_normal((3, 4)).astype(dtype), rng.standard_normal(5).astype(dtype), np.array(0.5, dtype)]
+
+    def grad(self, rng, t, scale=1.0, dtype=np.float64):
+        """The gradient of step ``t``: tables alternate whole rows (repeats summed) and incomplete rows."""
+        if self.kind == "coo":
+            ids = rng.integers(0, DIM, 5)
+            return so.CooGradient.from_unsorted(ids, (scale * rng.standard_normal(5)).astype(dtype), DIM)
+        if self.kind == "csr":
+            if t % 3 == 2:
+                mask = rng.random((ROWS, COLS)) < 0.4
+                mask[t % ROWS, 0], mask[t % ROWS, 1:] = True, False  # at least one incomplete row
+                return so.CsrGradient.from_dense(np.where(mask, scale * rng.standard_normal((ROWS, COLS)), 0.0).astype(dtype))
+            ids = rng.integers(0, ROWS, 3)
+            return so.CsrGradient.from_rows(ids, (scale * rng.standard_normal((3, COLS))).astype(dtype), ROWS)
+        if self.kind == "dense":
+            return (scale * rng.standard_normal((ROWS, COLS))).astype(dtype)
+        shapes = [(3, 4), (5,), ()]
+        grads = [np.asarray(scale * rng.standard_normal(s)).astype(dtype) for s in shapes]
+        if t % 4 == 3:
+            grads[1] = None  # skipped: its count does not advance
+        return grads
+
+
+def _sgd(cls, **kw):
+    return lambda p: cls(p, so.SparseSgdConfig(**kw))
+
+
+def _adam(cls, mode):
+    return lambda p: cls(p, so.SparseAdamConfig(lr=0.05, beta1=0.8, beta2=0.95, weight_decay=0.1, mode=mode))
+
+
+SPECS = [
+    Spec("sgd", "coo", _sgd(so.SparseSgd, lr=0.1)),
+    Spec("sgd-momentum", "coo", _sgd(so.SparseSgd, lr=0.1, momentum=0.9, weight_decay=0.01, maximize=True)),
+    Spec("sgd-dense-equivalent", "coo", _sgd(so.SparseSgd, lr=0.1, momentum=0.9, weight_decay=0.01, mode=DENSE)),
+    Spec("sgd-table", "csr", _sgd(so.SparseSgdTable, lr=0.1, momentum=0.5)),
+    Spec("sgd-table-dense-equivalent", "csr", _sgd(so.SparseSgdTable, lr=0.1, momentum=0.9, weight_decay=0.01, mode=DENSE)),
+    *[Spec(f"adam-{m.value}", "coo", _adam(so.SparseAdam, m)) for m in (LAZY, DORMANCY, DENSE)],
+    *[Spec(f"adam-table-{m.value}", "csr", _adam(so.SparseAdamTable, m)) for m in (LAZY, DORMANCY, DENSE)],
+    Spec("adagrad", "coo", lambda p: so.SparseAdagrad(p, so.SparseAdagradConfig(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1))),
+    Spec("adagrad-table", "csr", lambda p: so.SparseAdagradTable(p, so.SparseAdagradConfig(lr=0.1, maximize=True))),
+    Spec("adagrad-table-rowwise", "csr", lambda p: so.SparseAdagradTable(p, so.SparseAdagradConfig(lr=0.1, rowwise=True))),
+    Spec("dense-adam", "dense", lambda p: so.DenseAdam(p, lr=0.05, beta1=0.8, weight_decay=0.1)),
+    Spec("adafactor", "list", lambda p: so.Adafactor(p, lr=0.05, weight_decay=0.01)),
+    Spec("adafactor-eps1", "list", lambda p: so.Adafactor(p, eps=(1e-20, 1e-3), d=2.0, maximize=True)),
+    Spec("egdd", "list", lambda p: so.EGDD(p, learning_rate=0.1, momentum=0.9)),
+    Spec("egdd-raw", "list", lambda p: so.EGDD(p, learning_rate=0.1, momentum=0.9, use_directions=False, use_signs=False)),
+]
+SPEC_IDS = [s.name for s in SPECS]
+TABLE_SPECS_WITH_STEPS = [s for s in SPECS if s.kind == "csr" and ("adam" in s.name or "dense-equivalent" in s.name)]
+
+
+def params_of(opt) -> list[np.ndarray]:
+    return list(opt.params) if isinstance(opt.params, list) else [opt.params]
+
+
+def copy_params(params):
+    return [p.copy() for p in params] if isinstance(params, list) else params.copy()
+
+
+def frozen(opt) -> tuple:
+    """Everything an optimizer holds, as bytes: its state dict and its parameters."""
+    state = tuple((k, np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes()) for k, v in sorted(opt.state_dict().items()))
+    return state, tuple(p.tobytes() for p in params_of(opt))
+
+
+def through_npz(state_dict: dict) -> dict:
+    """``state_dict`` after ``np.savez`` and ``np.load(..., allow_pickle=False)``."""
+    buf = io.BytesIO()
+    np.savez(buf, **state_dict)
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def is_dense_equivalent(opt) -> bool:
+    return getattr(getattr(opt, "config", None), "mode", None) is DENSE
+
+
+def trained(spec: Spec, steps: int = 5, dtype=np.float64, seed=1):
+    opt = spec.make(spec.params(dtype))
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        opt.step(spec.grad(rng, t, dtype=dtype))
+    return opt
+
+
+# ---------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("at", [0, 3, 6])
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_checkpoint_through_npz_then_continue_is_bit_identical(spec, at, dtype):
+    """Save after ``at`` steps (6: just after an incomplete-row step), reload into a fresh optimizer, continue.
+
+    The restored optimizer and the one that never stopped agree bit for bit on
+    parameters and every state entry after 7 more steps (DENSE_EQUIVALENT: and
+    after ``catch_up`` of some rows, then of all).
+    """
+    rng = np.random.default_rng(7)
+    grads = [spec.grad(rng, t, dtype=dtype) for t in range(at + 7)]
+    params = spec.params(dtype)
+    ref = spec.make(params)
+    for g in grads[:at]:
+        ref.step(g)
+    if is_dense_equivalent(ref) and at:
+        ref.catch_up([1, 3, 3])
+    saved = through_npz(ref.state_dict())
+    restored = spec.make(copy_params(params))
+    restored.load_state_dict(saved)
+    assert frozen(restored) == frozen(ref)
+    for t, g in enumerate(grads[at:]):
+        ref.step(g)
+        restored.step(g)
+        if is_dense_equivalent(ref) and t == 3:
+            ref.catch_up([0, 5])
+            restored.catch_up([0, 5])
+    if is_dense_equivalent(ref):
+        ref.catch_up()
+        restored.catch_up()
+    assert frozen(restored) == frozen(ref)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_state_dict_is_plain_numpy_and_a_copy(spec):
+    """Values are Python scalars (config), numpy int64 scalars (counters) or arrays (copies, no object dtype)."""
+    opt = trained(spec)
+    before = frozen(opt)
+    sd = opt.state_dict()
+    for key, value in sd.items():
+        assert isinstance(key, str)
+        if isinstance(value, np.ndarray):
+            assert value.dtype != object, key
+            if value.dtype.kind == "f":
+                value[...] = 123.0  # writing the copy does not touch the optimizer
+        else:
+            assert isinstance(value, (bool, int, float, str, np.int64)), (key, type(value))
+    assert frozen(opt) == before
+
+
+# ---------------------------------------------------------------- the table's last_step
+
+
+def incomplete_rows(rows, shape=(ROWS, COLS)):
+    """One entry (column 0) in each of ``rows``: incomplete rows."""
+    lin = np.asarray(rows, dtype=np.int64) * shape[1]
+    return so.CsrGradient.from_coo(so.CooGradient(lin, np.full(lin.size, 0.5), shape[0] * shape[1]), shape)
+
+
+@pytest.mark.parametrize("spec", TABLE_SPECS_WITH_STEPS, ids=lambda s: s.name)
+def test_table_last_step_is_per_row_until_a_row_is_split(spec):
+    """``last_step`` in a state dict: ``(rows,)`` while steps update whole rows, ``(rows, cols)`` once a row is split.
+
+    The read-only ``last_step`` attribute always has the table's shape; a step
+    that makes the split row whole again gives back the per-row form.
+    """
+    opt = spec.make(spec.params())
+    assert opt.state_dict()["last_step"].shape == (ROWS,)
+    opt.step(so.CsrGradient.from_rows([4, 1, 4], np.ones((3, COLS)), ROWS))
+    sd = opt.state_dict()
+    assert sd["last_step"].shape == (ROWS,) and sd["last_step"].tolist() == [0, 1, 0, 0, 1, 0]
+    assert opt.last_step.shape == (ROWS, COLS)
+    opt.step(incomplete_rows([1]))
+    sd = opt.state_dict()
+    assert sd["last_step"].shape == (ROWS, COLS)
+    np.testing.assert_array_equal(sd["last_step"][1], [2, 1, 1, 1])
+    np.testing.assert_array_equal(sd["last_step"], opt.last_step)
+    opt.step(so.CsrGradient.from_rows([1], np.ones((1, COLS)), ROWS))  # row 1 whole again
+    assert opt.state_dict()["last_step"].tolist() == [0, 3, 0, 0, 1, 0]
+
+
+@pytest.mark.parametrize("spec", TABLE_SPECS_WITH_STEPS, ids=lambda s: s.name)
+def test_load_accepts_both_last_step_forms(spec):
+    """``load_state_dict`` takes ``last_step`` per row or per entry; a per-entry array with uniform rows is per row again.
+
+    Continuing from either form is bit-identical; a per-entry form with a split
+    row keeps that row split.
+    """
+    ref = spec.make(spec.params())
+    rng = np.random.default_rng(3)
+    for t in range(2):
+        ref.step(spec.grad(rng, t))
+    sd = ref.state_dict()
+    assert sd["last_step"].shape == (ROWS,)
+    per_entry = {**sd, "last_step": np.repeat(sd["last_step"][:, None], COLS, axis=1)}
+    saved_params = ref.params.copy()
+    later = [spec.grad(rng, t) for t in range(2, 8)]
+    results = []
+    for form in (sd, per_entry):
+        opt = spec.make(saved_params.copy())
+        opt.load_state_dict(form)
+        assert opt.state_dict()["last_step"].shape == (ROWS,)  # uniform rows are stored per row
+        for g in later:
+            opt.step(g)
+        results.append(frozen(opt))
+    for g in later:
+        ref.step(g)
+    assert results[0] == results[1] == frozen(ref)
+    split = ref.state_dict()["last_step"]
+    assert split.shape == (ROWS, COLS)
+    opt = spec.make(spec.params())
+    opt.load_state_dict({**ref.state_dict()})
+    np.testing.assert_array_equal(opt.state_dict()["last_step"], split)
+
+
+@pytest.mark.parametrize("shape", [(ROWS + 1,), (ROWS - 1,), (ROWS, 1), (ROWS, COLS + 1), (COLS,), ()])
+def test_table_last_step_of_any_other_shape_is_refused(shape):
+    """Only ``(rows,)`` and ``(rows, cols)`` are accepted; the message names both."""
+    opt = so.SparseAdamTable(np.ones((ROWS, COLS)))
+    opt.step(so.CsrGradient.from_rows([1], np.ones((1, COLS)), ROWS))
+    before = frozen(opt)
+    with pytest.raises(ValueError, match=rf"state_dict\['last_step'\] has shape .* expected \({ROWS},\) or \({ROWS}, {COLS}\)"):
+        opt.load_state_dict({**opt.state_dict(), "last_step": np.zeros(shape, np.int64)})
+    assert frozen(opt) == before
+
+
+# ---------------------------------------------------------------- uniform load validation
+
+
+def _other(value):
+    """A config value of the same kind that differs from ``value``."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, str):
+        return "lazy" if value != "lazy" else "dense_equivalent"
+    if isinstance(value, int):
+        return value + 1
+    return 1e-30 if value != value else value * 2 + 1.0
+
+
+def bad_loads(opt) -> Iterator[tuple[str, dict, str]]:
+    """``(label, state dict, message pattern)`` for every defect a load must refuse."""
+    good = opt.state_dict()
+    config = {k: v for k, v in good.items() if not isinstance(v, (np.ndarray, np.generic))}
+    counters = [k for k, v in good.items() if isinstance(v, np.generic)]
+    arrays = [k for k, v in good.items() if isinstance(v, np.ndarray)]
+    assert config and counters and arrays
+
+    def q(key):
+        return re.escape(f"state_dict[{key!r}]")
+
+    dropped = arrays[0]
+    yield "missing", {k: v for k, v in good.items() if k != dropped}, rf"missing \[{re.escape(repr(dropped))}\], unexpected \[\]"
+    yield "extra", {**good, "extra": np.zeros(1)}, r"missing \[\], unexpected \['extra'\]"
+    for key, value in config.items():
+        yield f"config {key}", {**good, key: _other(value)}, rf"{q(key)} = .+ does not match this optimizer's {key} = "
+        if isinstance(value, bool):  # a bool only equals a bool
+            yield f"config {key} as int", {**good, key: int(value)}, rf"{q(key)} = {int(value)} does not match"
+        elif isinstance(value, int) and value in (0, 1):
+            yield f"config {key} as bool", {**good, key: bool(value)}, rf"{q(key)} = {bool(value)} does not match"
+    for key in counters:
+        for bad, shown in ((np.int64(-1), "-1"), (np.uint64(2**63 + 5), "9223372036854775813"), (-(2**70), str(-(2**70)))):
+            yield f"{key} = {shown}", {**good, key: bad}, rf"{q(key)} = {shown} is outside \[0, 2\*\*63 - 1\]"
+        for bad in (np.float64(1.0), np.array([1]), np.bool_(True), "1"):
+            yield f"{key} = {bad!r}", {**good, key: bad}, rf"{q(key)} must be an integer scalar"
+    for key in arrays:
+        a = good[key]
+        longer = np.append(a.reshape(-1), a.reshape(-1)[:1])
+        yield f"{key} shape", {**good, key: longer}, rf"{q(key)} has shape \({longer.size},\), expected"
+        other = {"f8": np.float32, "f4": np.float64, "i8": np.int32}[a.dtype.str[1:]]
+        yield f"{key} dtype", {**good, key: a.astype(other)}, rf"{q(key)} has dtype {np.dtype(other)}, expected {a.dtype}"
+        last = a.size - 1
+        if a.dtype.kind == "f":
+            for bad in (np.nan, np.inf, -np.inf):
+                b = a.copy()
+                b.reshape(-1)[last] = bad
+                yield f"{key} {bad}", {**good, key: b}, rf"{q(key)} holds {bad} at flat position {last}, which is not finite"
+            if key.split(".")[-1] in NONNEGATIVE:
+                b = a.copy()
+                b.reshape(-1)[last] = -1e-3
+                yield f"{key} negative", {**good, key: b}, rf"{q(key)} holds -0.001 at flat position {last}; it must be >= 0"
+        else:  # last_step: within [0, step_count]
+            count = int(good["step_count"])
+            for bad in (count + 1, -1):
+                b = a.copy()
+                b.reshape(-1)[last] = bad
+                yield f"{key} {bad}", {**good, key: b}, rf"{q(key)} holds {bad} at flat position {last}, outside \[0, step_count = {count}\]"
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_every_defective_state_dict_is_refused_and_changes_nothing(spec):
+    """Missing/extra keys, config mismatches (bool vs int too), bad counters, shapes, dtypes, NaN/inf, negatives.
+
+    Each is a ``ValueError`` naming the field; the optimizer's state dict and
+    parameters are bit-identical afterwards, and it still steps and reloads.
+    """
+    opt = trained(spec)
+    cases = list(bad_loads(opt))
+    assert len({label for label, _, _ in cases}) == len(cases)
+    for label, bad, pattern in cases:
+        before = frozen(opt)
+        with pytest.raises(ValueError, match=pattern):
+            opt.load_state_dict(bad)
+        assert frozen(opt) == before, label
+    opt.load_state_dict(through_npz(opt.state_dict()))
+    opt.step(spec.grad(np.random.default_rng(0), 0))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_load_of_a_non_mapping_is_a_type_error(spec):
+    """A list or None is not a state dict: ``TypeError``, nothing changes."""
+    opt = trained(spec)
+    before = frozen(opt)
+    for bad in (None, [("step_count", 1)], np.zeros(3)):
+        with pytest.raises(TypeError, match="state_dict must be a mapping"):
+            opt.load_state_dict(bad)
+    assert frozen(opt) == before
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+def test_state_dict_of_another_configuration_is_refused(spec):
+    """A state dict saved by the same class with other hyper-parameters (or another shape) does not load."""
+    opt = trained(spec)
+    if spec.kind == "list":
+        other = spec.make(spec.params()[:2])  # one parameter fewer
+        pattern = r"state_dict keys do not match|num_params"
+    else:
+        params = spec.params()
+        other = spec.make(np.ones(params.shape[0] + 1) if params.ndim == 1 else np.ones((params.shape[0] + 1, params.shape[1])))
+        pattern = r"has shape"
+    before = frozen(opt)
+    with pytest.raises(ValueError, match=pattern):
+        opt.load_state_dict(other.state_dict())
+    assert frozen(opt) == before
+
+
+def test_negative_second_moment_alone_is_refused():
+    """Pin the ``v >= 0`` check: a state dict valid in every other respect, with one ``v`` of -1e-12.
+
+    (A negative ``v`` would make ``sqrt(v_hat)`` NaN and the next step NaN.) This
+    test fails if the check is removed, whatever else stays.
+    """
+    for opt in (trained(SPECS[SPEC_IDS.index("adam-lazy")]), trained(SPECS[SPEC_IDS.index("dense-adam")])):
+        sd = opt.state_dict()
+        sd["v"].reshape(-1)[2] = -1e-12
+        before = frozen(opt)
+        with pytest.raises(ValueError, match=r"state_dict\['v'\] holds -1e-12 at flat position 2; it must be >= 0"):
+            opt.load_state_dict(sd)
+        assert frozen(opt) == before
+        sd["v"].reshape(-1)[2] = -0.0  # a negative zero is a zero
+        opt.load_state_dict(sd)
+
+
+# ---------------------------------------------------------------- an optimizer accepts its own state
+
+
+def refuses_and_changes_nothing(opt, grad, pattern=r"step refused: it would make .* which is not finite"):
+    before = frozen(opt)
+    with pytest.raises(ValueError, match=pattern):
+        opt.step(grad)
+    assert frozen(opt) == before
+    opt.load_state_dict(opt.state_dict())
+
+
+F32 = np.float32
+
+
+@pytest.mark.parametrize(
+    ("make", "grad", "pattern"),
+    [
+        (lambda: so.SparseAdam(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"v\[0\] = inf \(coordinate 1\)"),
+        *[
+            (lambda m=m: so.SparseAdam(np.ones(3, F32), so.SparseAdamConfig(mode=m)), so.CooGradient([2], np.array([-1e20], F32), 3), r"v\[0\] = inf \(coordinate 2\)")
+            for m in (DORMANCY, DENSE)
+        ],
+        *[
+            (lambda m=m: so.SparseAdamTable(np.ones((3, 2), F32), so.SparseAdamConfig(mode=m)), so.CsrGradient.from_rows([2], np.array([[1.0, 1e20]], F32), 3), r"v\[\(0, 1\)\] = inf \(coordinate 2\)")
+            for m in (LAZY, DORMANCY, DENSE)
+        ],
+        (lambda: so.SparseAdamTable(np.ones((3, 2), F32)), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"v\[0\] = inf \(coordinate 3\)"),
+        (lambda: so.DenseAdam(np.ones(3, F32)), np.array([0.0, 1e20, 0.0], F32), r"v\[1\] = inf"),
+        (lambda: so.SparseAdagrad(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"sum\[0\] = inf \(coordinate 1\)"),
+        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32)), so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3), r"sum\[\(0, 0\)\] = inf"),
+        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32), so.SparseAdagradConfig(rowwise=True)), so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3), r"sum\[0\] = inf \(table row 1\)"),
+        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32), so.SparseAdagradConfig(rowwise=True)), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"sum\[0\] = inf \(table row 1\)"),
+        (lambda: so.Adafactor([np.ones(3, F32)]), [np.array([0.0, 1e20, 0.0], F32)], r"params\[0\] variance\[1\] = inf"),
+        (lambda: so.Adafactor([np.ones((2, 3), F32)]), [np.full((2, 3), 1e20, F32)], r"params\[0\] row_var"),
+    ],
+    ids=[
+        "adam-lazy", "adam-dormancy", "adam-dense-equivalent",
+        "adam-table-lazy", "adam-table-dormancy", "adam-table-dense-equivalent", "adam-table-incomplete-row",
+        "dense-adam", "adagrad", "adagrad-table", "adagrad-rowwise", "adagrad-rowwise-incomplete-row",
+        "adafactor-vector", "adafactor-matrix",
+    ],
+)
+def test_gradient_of_1e20_in_float32_is_refused_at_step(make, grad, pattern):
+    """A finite float32 gradient of 1e20 squares to inf: the step is refused, nothing changes, state reloads.
+
+    (Before the fix the step went through and ``load_state_dict(opt.state_dict())`` failed on ``v = inf``.)
+    """
+    opt = make()
+    refuses_and_changes_nothing(opt, grad, rf"step refused: it would make {pattern}")
+
+
+def test_sgd_momentum_buffer_that_would_overflow_is_refused():
+    """With momentum >= 1 the buffer grows each step; the step that would make it inf is refused, the rest go through."""
+    for cls, grad in ((so.SparseSgd, so.CooGradient([1], np.array([1e38], F32), 3)), (so.SparseSgdTable, so.CsrGradient.from_rows([1], np.array([[1e38]], F32), 3))):
+        params = np.ones(3, F32) if cls is so.SparseSgd else np.ones((3, 1), F32)
+        opt = cls(params, so.SparseSgdConfig(lr=0.0, momentum=1.0))
+        for _ in range(3):  # 1e38, 2e38, 3e38: all below float32's 3.4e38
+            opt.step(grad)
+        assert float(opt.momentum_buffer.reshape(-1)[1]) == pytest.approx(3e38, rel=1e-6)
+        refuses_and_changes_nothing(opt, grad, r"momentum_buffer\[0\] = inf \(coordinate 1\)")
+        assert opt.step_count == 3
+    opt = so.SparseSgd(np.ones(2), so.SparseSgdConfig(lr=0.1, momentum=1e300, mode=DENSE))
+    opt.step(so.CooGradient([0], [1.0], 2))
+    refuses_and_changes_nothing(opt, so.CooGradient([0], [1.0], 2), r"momentum_buffer\[0\] = inf")
+
+
+def test_egdd_momentum_that_would_overflow_is_refused():
+    """EGDD's momentum ``m = momentum * m + lr * gain * g`` overflowing float32 is refused before anything changes."""
+    p = np.ones(2, F32)
+    opt = so.EGDD([p], learning_rate=1.0, momentum=1.0, initial_gain=1.0, max_gain=1.0, min_gain=1.0)
+    opt.step([np.array([3e38, 1.0], F32)])
+    refuses_and_changes_nothing(opt, [np.array([3e38, 1.0], F32)], r"params\[0\] momentum\[0\] = inf")
+
+
+MAGNITUDES = st.sampled_from([1e-30, 1.0, 1e10, 1e19, 1e20, 1e30, 3e38])
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
+@given(scales=st.lists(MAGNITUDES, min_size=1, max_size=6), seed=st.integers(0, 2**16))
+def test_own_state_dict_loads_after_any_accepted_steps(spec, scales, seed):
+    """float32 optimizers fed gradients up to 3e38: each step is accepted or refused without change.
+
+    After any such sequence the optimizer's own state dict (through npz) loads
+    into itself and into a fresh optimizer, and the two continue identically.
+    """
+    rng = np.random.default_rng(seed)
+    params = spec.params(F32)
+    opt = spec.make(params)
+    for t, scale in enumerate(scales):
+        grad = spec.grad(rng, t, scale=scale, dtype=F32)
+        before = frozen(opt)
+        try:
+            with np.errstate(all="ignore"):  # parameters may overflow; state may not
+                opt.step(grad)
+        except ValueError as e:
+            assert "step refused" in str(e)
+            assert frozen(opt) == before
+    saved = through_npz(opt.state_dict())
+    opt.load_state_dict(saved)
+    fresh = spec.make(copy_params(opt.params))
+    fresh.load_state_dict(saved)
+    assert frozen(fresh) == frozen(opt)
