@@ -29,8 +29,8 @@ def new_figure(width: float, height: float, **kwargs: Any) -> Figure:
     Examples
     --------
     >>> fig = new_figure(4, 3)
-    >>> fig.dpi
-    144.0
+    >>> float(fig.dpi), fig.get_size_inches().tolist()
+    (144.0, [4.0, 3.0])
     """
     kwargs.setdefault("dpi", DPI)
     kwargs.setdefault("layout", "constrained")
