@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not e2e" tests notebooks $(NBVAL)
+	$(BIN)/python -m pytest -m "not e2e" --doctest-modules sparse_opt tests notebooks $(NBVAL)
 
 test-e2e: $(STAMP)
 	$(BIN)/python -m pip install -e '.[e2e]'

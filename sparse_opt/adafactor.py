@@ -245,6 +245,23 @@ class Adafactor(Stateful):
         empty parameter.
     TypeError
         A hyperparameter or parameter of the wrong type.
+
+    Notes
+    -----
+    ``state_dict()`` keys: ``lr``, ``beta2_decay``, ``eps1`` (NaN for ``None``),
+    ``eps2``, ``d``, ``weight_decay``, ``maximize``, ``num_params``, and per
+    parameter ``i``: ``param.{i}.step`` and ``param.{i}.row_var`` /
+    ``param.{i}.col_var`` or ``param.{i}.variance``. A step that would make a
+    statistic non-finite is refused before anything changes.
+
+    Examples
+    --------
+    >>> import numpy as np, sparse_opt as so
+    >>> w = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> opt = so.Adafactor([w], lr=0.01)
+    >>> opt.step([np.array([[0.5, -0.5], [1.0, 0.0]])])
+    >>> w.round(4).tolist(), opt.state[0]["row_var"].shape, opt.state[0]["col_var"].shape
+    ([[0.9806, 2.0433], [2.9726, 4.0]], (2, 1), (1, 2))
     """
 
     def __init__(

@@ -204,7 +204,13 @@ class EGDD(Stateful):
     - lingvo accepts any option values and tensors or callables as rates; here
       the options are plain numbers checked as above.
 
-    ``step`` checks every gradient and computes every new value before it writes
+    ``state_dict()`` holds the 13 options and ``num_params``, then per parameter
+    ``i`` ``param.{i}.momentum``, ``param.{i}.gbar``, ``param.{i}.gain``,
+    ``param.{i}.lr_scale`` (0-d) and ``param.{i}.counter``; ``load_state_dict``
+    refuses non-finite values and negative gains or scales.
+
+    ``step`` checks every gradient and computes every new value (refusing any
+    that is not finite) before it writes
     anything (so one step's new values for all parameters are held at once), and a
     refused step leaves parameters and state bit-identical. A
     ``None`` gradient skips its parameter (its ``counter`` does not advance), as

@@ -30,7 +30,14 @@ from collections.abc import Iterable
 
 
 class LazyMode(enum.Enum):
-    """How a lazy optimizer treats the steps a coordinate had no gradient (module docstring)."""
+    """How a lazy optimizer treats the steps a coordinate had no gradient (module docstring).
+
+    Examples
+    --------
+    >>> import sparse_opt as so
+    >>> so.LazyMode("dense_equivalent"), so.LazyMode.parse("Lazy"), so.LazyAdamMode is so.LazyMode
+    (<LazyMode.DENSE_EQUIVALENT: 'dense_equivalent'>, <LazyMode.LAZY: 'lazy'>, True)
+    """
 
     LAZY = "lazy"
     DORMANCY_DECAY = "dormancy_decay"

@@ -287,7 +287,12 @@ class SparseAdam(SparseOptimizer):
     >>> opt.step(so.CooGradient([], [], 4))        # coordinate 0 is dormant: p[0] lags
     >>> opt.catch_up([0])                          # now p[0] is what dense Adam holds
     >>> round(float(p[0]), 6), opt.last_step.tolist()
-    (-0.2, [2, 0, 0, 0])
+    (-0.167006, [2, 0, 0, 0])
+    >>> dense = np.zeros(4)
+    >>> ref = so.DenseAdam(dense, lr=0.1)
+    >>> ref.step(np.array([1.0, 0, 0, 0])); ref.step(np.zeros(4))
+    >>> bool(abs(dense[0] - p[0]) < 1e-15)
+    True
     """
 
     _ndim = 1
@@ -381,9 +386,9 @@ class SparseAdamTable(SparseAdam):
     Examples
     --------
     >>> import numpy as np, sparse_opt as so
-    >>> table = np.zeros((1000, 4), np.float32)
+    >>> table = np.zeros((1000, 4))
     >>> opt = so.SparseAdamTable(table, so.SparseAdamConfig(lr=0.1))
-    >>> opt.step(so.CsrGradient.from_rows([7, 3, 7], np.ones((3, 4), np.float32), num_rows=1000))
+    >>> opt.step(so.CsrGradient.from_rows([7, 3, 7], np.ones((3, 4)), num_rows=1000))
     >>> table[[3, 7]].round(3).tolist(), opt.state_dict()["last_step"].shape
     ([[-0.1, -0.1, -0.1, -0.1], [-0.1, -0.1, -0.1, -0.1]], (1000,))
     """

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -60,21 +61,25 @@ class Spec:
         return [rng.standard_normal((3, 4)).astype(dtype), rng.standard_normal(5).astype(dtype), np.array(0.5, dtype)]
 
     def grad(self, rng, t, scale=1.0, dtype=np.float64):
-        """The gradient of step ``t``: tables alternate whole rows (repeats summed) and incomplete rows."""
+        """The gradient of step ``t``, values in ``[-scale, scale]``: tables alternate whole rows and incomplete rows.
+
+        Whole rows come from ``from_rows`` with repeats (summed); every third
+        step has incomplete rows.
+        """
         if self.kind == "coo":
             ids = rng.integers(0, DIM, 5)
-            return so.CooGradient.from_unsorted(ids, (scale * rng.standard_normal(5)).astype(dtype), DIM)
+            return so.CooGradient.from_unsorted(ids, (scale * rng.uniform(-1, 1, 5)).astype(dtype), DIM)
         if self.kind == "csr":
             if t % 3 == 2:
                 mask = rng.random((ROWS, COLS)) < 0.4
                 mask[t % ROWS, 0], mask[t % ROWS, 1:] = True, False  # at least one incomplete row
-                return so.CsrGradient.from_dense(np.where(mask, scale * rng.standard_normal((ROWS, COLS)), 0.0).astype(dtype))
+                return so.CsrGradient.from_dense(np.where(mask, scale * rng.uniform(-1, 1, (ROWS, COLS)), 0.0).astype(dtype))
             ids = rng.integers(0, ROWS, 3)
-            return so.CsrGradient.from_rows(ids, (scale * rng.standard_normal((3, COLS))).astype(dtype), ROWS)
+            return so.CsrGradient.from_rows(ids, (scale * rng.uniform(-1, 1, (3, COLS))).astype(dtype), ROWS)
         if self.kind == "dense":
-            return (scale * rng.standard_normal((ROWS, COLS))).astype(dtype)
+            return (scale * rng.uniform(-1, 1, (ROWS, COLS))).astype(dtype)
         shapes = [(3, 4), (5,), ()]
-        grads = [np.asarray(scale * rng.standard_normal(s)).astype(dtype) for s in shapes]
+        grads = [np.asarray(scale * rng.uniform(-1, 1, s)).astype(dtype) for s in shapes]
         if t % 4 == 3:
             grads[1] = None  # skipped: its count does not advance
         return grads
@@ -166,6 +171,8 @@ def test_checkpoint_through_npz_then_continue_is_bit_identical(spec, at, dtype):
     if is_dense_equivalent(ref) and at:
         ref.catch_up([1, 3, 3])
     saved = through_npz(ref.state_dict())
+    if spec in TABLE_SPECS_WITH_STEPS and at == 6:
+        assert saved["last_step"].shape == (ROWS, COLS)  # a split row is in the checkpoint
     restored = spec.make(copy_params(params))
     restored.load_state_dict(saved)
     assert frozen(restored) == frozen(ref)
@@ -294,12 +301,12 @@ def bad_loads(opt) -> Iterator[tuple[str, dict, str]]:
     config = {k: v for k, v in good.items() if not isinstance(v, (np.ndarray, np.generic))}
     counters = [k for k, v in good.items() if isinstance(v, np.generic)]
     arrays = [k for k, v in good.items() if isinstance(v, np.ndarray)]
-    assert config and counters and arrays
+    assert config and counters
 
     def q(key):
         return re.escape(f"state_dict[{key!r}]")
 
-    dropped = arrays[0]
+    dropped = (arrays or counters)[0]
     yield "missing", {k: v for k, v in good.items() if k != dropped}, rf"missing \[{re.escape(repr(dropped))}\], unexpected \[\]"
     yield "extra", {**good, "extra": np.zeros(1)}, r"missing \[\], unexpected \['extra'\]"
     for key, value in config.items():
@@ -309,8 +316,10 @@ def bad_loads(opt) -> Iterator[tuple[str, dict, str]]:
         elif isinstance(value, int) and value in (0, 1):
             yield f"config {key} as bool", {**good, key: bool(value)}, rf"{q(key)} = {bool(value)} does not match"
     for key in counters:
-        for bad, shown in ((np.int64(-1), "-1"), (np.uint64(2**63 + 5), "9223372036854775813"), (-(2**70), str(-(2**70)))):
+        for bad, shown in ((np.int64(-1), "-1"), (np.uint64(2**63 + 5), "9223372036854775813"), (np.int8(-3), "-3")):
             yield f"{key} = {shown}", {**good, key: bad}, rf"{q(key)} = {shown} is outside \[0, 2\*\*63 - 1\]"
+        for bad in (2**63, -(2**70)):  # Python ints beyond int64: refused, the value named
+            yield f"{key} = {bad}", {**good, key: bad}, rf"{q(key)}.* {bad}"
         for bad in (np.float64(1.0), np.array([1]), np.bool_(True), "1"):
             yield f"{key} = {bad!r}", {**good, key: bad}, rf"{q(key)} must be an integer scalar"
     for key in arrays:
@@ -369,8 +378,13 @@ def test_load_of_a_non_mapping_is_a_type_error(spec):
 
 @pytest.mark.parametrize("spec", SPECS, ids=SPEC_IDS)
 def test_state_dict_of_another_configuration_is_refused(spec):
-    """A state dict saved by the same class with other hyper-parameters (or another shape) does not load."""
+    """A state dict saved by the same class for parameters of another size (or number) does not load.
+
+    (Plain SGD keeps no per-coordinate state, so its state dict fits any size.)
+    """
     opt = trained(spec)
+    if not any(isinstance(v, np.ndarray) for v in opt.state_dict().values()):
+        pytest.skip("no per-coordinate state")
     if spec.kind == "list":
         other = spec.make(spec.params()[:2])  # one parameter fewer
         pattern = r"state_dict keys do not match|num_params"
@@ -404,43 +418,73 @@ def test_negative_second_moment_alone_is_refused():
 # ---------------------------------------------------------------- an optimizer accepts its own state
 
 
-def refuses_and_changes_nothing(opt, grad, pattern=r"step refused: it would make .* which is not finite"):
+def refuses_and_changes_nothing(opt, step, pattern):
+    """``step()`` raises ``ValueError`` matching ``pattern`` (no RuntimeWarning first), and nothing changed."""
     before = frozen(opt)
-    with pytest.raises(ValueError, match=pattern):
-        opt.step(grad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=pattern):
+            step()
     assert frozen(opt) == before
     opt.load_state_dict(opt.state_dict())
 
 
 F32 = np.float32
+ROWWISE_WARNS = pytest.mark.xfail(
+    strict=True,
+    reason="defect: SparseAdagradTable(rowwise=True) with incomplete rows (_rowwise_partial) computes g * g outside "
+    "np.errstate, so the refused step emits 'RuntimeWarning: overflow encountered in multiply' first "
+    "(an error under the project's filterwarnings)",
+)
+
+
+def _table(shape=(3, 2)):
+    return np.ones(shape, F32)
 
 
 @pytest.mark.parametrize(
     ("make", "grad", "pattern"),
     [
-        (lambda: so.SparseAdam(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"v\[0\] = inf \(coordinate 1\)"),
+        pytest.param(lambda: so.SparseAdam(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"v\[0\] = inf \(coordinate 1\)", id="adam-lazy"),
         *[
-            (lambda m=m: so.SparseAdam(np.ones(3, F32), so.SparseAdamConfig(mode=m)), so.CooGradient([2], np.array([-1e20], F32), 3), r"v\[0\] = inf \(coordinate 2\)")
+            pytest.param(
+                lambda m=m: so.SparseAdam(np.ones(3, F32), so.SparseAdamConfig(mode=m)),
+                so.CooGradient([2], np.array([-1e20], F32), 3),
+                r"v\[0\] = inf \(coordinate 2\)",
+                id=f"adam-{m.value}",
+            )
             for m in (DORMANCY, DENSE)
         ],
         *[
-            (lambda m=m: so.SparseAdamTable(np.ones((3, 2), F32), so.SparseAdamConfig(mode=m)), so.CsrGradient.from_rows([2], np.array([[1.0, 1e20]], F32), 3), r"v\[\(0, 1\)\] = inf \(coordinate 2\)")
+            pytest.param(
+                lambda m=m: so.SparseAdamTable(_table(), so.SparseAdamConfig(mode=m)),
+                so.CsrGradient.from_rows([2], np.array([[1.0, 1e20]], F32), 3),
+                r"v\[\(0, 1\)\] = inf",
+                id=f"adam-table-{m.value}",
+            )
             for m in (LAZY, DORMANCY, DENSE)
         ],
-        (lambda: so.SparseAdamTable(np.ones((3, 2), F32)), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"v\[0\] = inf \(coordinate 3\)"),
-        (lambda: so.DenseAdam(np.ones(3, F32)), np.array([0.0, 1e20, 0.0], F32), r"v\[1\] = inf"),
-        (lambda: so.SparseAdagrad(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"sum\[0\] = inf \(coordinate 1\)"),
-        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32)), so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3), r"sum\[\(0, 0\)\] = inf"),
-        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32), so.SparseAdagradConfig(rowwise=True)), so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3), r"sum\[0\] = inf \(table row 1\)"),
-        (lambda: so.SparseAdagradTable(np.ones((3, 2), F32), so.SparseAdagradConfig(rowwise=True)), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"sum\[0\] = inf \(table row 1\)"),
-        (lambda: so.Adafactor([np.ones(3, F32)]), [np.array([0.0, 1e20, 0.0], F32)], r"params\[0\] variance\[1\] = inf"),
-        (lambda: so.Adafactor([np.ones((2, 3), F32)]), [np.full((2, 3), 1e20, F32)], r"params\[0\] row_var"),
-    ],
-    ids=[
-        "adam-lazy", "adam-dormancy", "adam-dense-equivalent",
-        "adam-table-lazy", "adam-table-dormancy", "adam-table-dense-equivalent", "adam-table-incomplete-row",
-        "dense-adam", "adagrad", "adagrad-table", "adagrad-rowwise", "adagrad-rowwise-incomplete-row",
-        "adafactor-vector", "adafactor-matrix",
+        pytest.param(lambda: so.SparseAdamTable(_table()), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"v\[0\] = inf \(coordinate 3\)", id="adam-table-incomplete-row"),
+        pytest.param(lambda: so.DenseAdam(np.ones(3, F32)), np.array([0.0, 1e20, 0.0], F32), r"v\[1\] = inf", id="dense-adam"),
+        pytest.param(lambda: so.DenseAdam(np.ones((2, 2), F32)), np.array([[0.0, 0.0], [1e20, 0.0]], F32), r"v\[\(1, 0\)\] = inf", id="dense-adam-2d"),
+        pytest.param(lambda: so.SparseAdagrad(np.ones(3, F32)), so.CooGradient([1], np.array([1e20], F32), 3), r"sum\[0\] = inf \(coordinate 1\)", id="adagrad"),
+        pytest.param(lambda: so.SparseAdagradTable(_table()), so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3), r"sum\[\(0, 0\)\] = inf", id="adagrad-table"),
+        pytest.param(lambda: so.SparseAdagradTable(_table()), so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)), r"sum\[0\] = inf \(coordinate 3\)", id="adagrad-table-incomplete-row"),
+        pytest.param(
+            lambda: so.SparseAdagradTable(_table(), so.SparseAdagradConfig(rowwise=True)),
+            so.CsrGradient.from_rows([1], np.array([[1e20, 0.0]], F32), 3),
+            r"sum\[0\] = inf \(table row 1\)",
+            id="adagrad-rowwise",
+        ),
+        pytest.param(
+            lambda: so.SparseAdagradTable(_table(), so.SparseAdagradConfig(rowwise=True)),
+            so.CsrGradient([0, 0, 1, 1], [1], np.array([1e20], F32), (3, 2)),
+            r"sum\[0\] = inf \(table row 1\)",
+            id="adagrad-rowwise-incomplete-row",
+            marks=ROWWISE_WARNS,
+        ),
+        pytest.param(lambda: so.Adafactor([np.ones(3, F32)]), [np.array([0.0, 1e20, 0.0], F32)], r"params\[0\] variance\[1\] = (inf|nan)", id="adafactor-vector"),
+        pytest.param(lambda: so.Adafactor([np.ones((2, 3), F32)]), [np.full((2, 3), 1e20, F32)], r"params\[0\] (row|col)_var", id="adafactor-matrix"),
     ],
 )
 def test_gradient_of_1e20_in_float32_is_refused_at_step(make, grad, pattern):
@@ -449,30 +493,117 @@ def test_gradient_of_1e20_in_float32_is_refused_at_step(make, grad, pattern):
     (Before the fix the step went through and ``load_state_dict(opt.state_dict())`` failed on ``v = inf``.)
     """
     opt = make()
-    refuses_and_changes_nothing(opt, grad, rf"step refused: it would make {pattern}")
+    opt.step(_zero_like(grad))  # some state first
+    refuses_and_changes_nothing(opt, lambda: opt.step(grad), rf"step refused: it would make {pattern}")
+
+
+def _zero_like(grad):
+    """An accepted gradient of the same kind as ``grad`` (small values at the same places)."""
+    if isinstance(grad, so.CooGradient):
+        return so.CooGradient(grad.indices, np.full(grad.nnz, 0.5, grad.values.dtype), grad.dim)
+    if isinstance(grad, so.CsrGradient):
+        return so.CsrGradient.from_coo(so.CooGradient(grad.to_coo().indices, np.full(grad.nnz, 0.5, grad.values.dtype), grad.shape[0] * grad.shape[1]), grad.shape)
+    if isinstance(grad, list):
+        return [np.full_like(g, 0.5) for g in grad]
+    return np.full_like(grad, 0.5)
 
 
 def test_sgd_momentum_buffer_that_would_overflow_is_refused():
-    """With momentum >= 1 the buffer grows each step; the step that would make it inf is refused, the rest go through."""
+    """With momentum >= 1 the buffer grows each step; the step that would make it inf is refused, the rest go through.
+
+    DENSE_EQUIVALENT: a ``catch_up`` whose dormant steps would overflow the buffer is refused the same way.
+    """
     for cls, grad in ((so.SparseSgd, so.CooGradient([1], np.array([1e38], F32), 3)), (so.SparseSgdTable, so.CsrGradient.from_rows([1], np.array([[1e38]], F32), 3))):
         params = np.ones(3, F32) if cls is so.SparseSgd else np.ones((3, 1), F32)
         opt = cls(params, so.SparseSgdConfig(lr=0.0, momentum=1.0))
         for _ in range(3):  # 1e38, 2e38, 3e38: all below float32's 3.4e38
             opt.step(grad)
         assert float(opt.momentum_buffer.reshape(-1)[1]) == pytest.approx(3e38, rel=1e-6)
-        refuses_and_changes_nothing(opt, grad, r"momentum_buffer\[0\] = inf \(coordinate 1\)")
+        refuses_and_changes_nothing(opt, lambda: opt.step(grad), r"momentum_buffer\[.*\] = inf")
         assert opt.step_count == 3
-    opt = so.SparseSgd(np.ones(2), so.SparseSgdConfig(lr=0.1, momentum=1e300, mode=DENSE))
-    opt.step(so.CooGradient([0], [1.0], 2))
-    refuses_and_changes_nothing(opt, so.CooGradient([0], [1.0], 2), r"momentum_buffer\[0\] = inf")
 
 
+def _sgd_dormant_for(gap):
+    """Float32 DENSE_EQUIVALENT SGD with momentum 2, coordinate 0 touched at step 1 and dormant ``gap`` steps since."""
+    opt = so.SparseSgd(np.ones(2, F32), so.SparseSgdConfig(lr=0.1, momentum=2.0, mode=DENSE))
+    opt.step(so.CooGradient([0], np.array([1.0], F32), 2))
+    for _ in range(gap):
+        opt.step(so.CooGradient([1], np.array([0.0], F32), 2))
+    return opt
+
+
+def test_sgd_catch_up_whose_buffer_would_overflow_is_refused():
+    """DENSE_EQUIVALENT, momentum 2: 200 dormant steps grow the buffer by 2**200, beyond float32.
+
+    Both ``catch_up`` and the next touch are refused with ``ValueError`` and change
+    nothing (warnings aside: see the next test), and the state dict still loads.
+    """
+    opt = _sgd_dormant_for(200)
+    for call in (lambda: opt.catch_up([0]), lambda: opt.step(so.CooGradient([0], np.array([1.0], F32), 2))):
+        before = frozen(opt)
+        with np.errstate(all="ignore"), pytest.raises(ValueError, match=r"momentum_buffer\[0\] = (inf|nan) \(coordinate 0\)"):
+            call()
+        assert frozen(opt) == before
+        opt.load_state_dict(opt.state_dict())
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: SGD DENSE_EQUIVALENT catch-up (sgd_coast / sgd_dormant_map) casts and multiplies the dormant map "
+    "outside np.errstate, so a refused catch-up emits 'RuntimeWarning: overflow encountered in cast' first",
+)
+@pytest.mark.parametrize("call", ["catch_up", "step"])
+def test_sgd_catch_up_overflow_is_refused_without_a_warning(call):
+    """The same refusal under warnings-as-errors: a ``ValueError``, not a ``RuntimeWarning``."""
+    opt = _sgd_dormant_for(200)
+    run = (lambda: opt.catch_up([0])) if call == "catch_up" else (lambda: opt.step(so.CooGradient([0], np.array([1.0], F32), 2)))
+    refuses_and_changes_nothing(opt, run, r"momentum_buffer\[0\] = (inf|nan) \(coordinate 0\)")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: egdd_update computes the new momentum outside np.errstate, so the refused step emits "
+    "'RuntimeWarning: overflow encountered in add' first (an error under the project's filterwarnings)",
+)
 def test_egdd_momentum_that_would_overflow_is_refused():
-    """EGDD's momentum ``m = momentum * m + lr * gain * g`` overflowing float32 is refused before anything changes."""
-    p = np.ones(2, F32)
-    opt = so.EGDD([p], learning_rate=1.0, momentum=1.0, initial_gain=1.0, max_gain=1.0, min_gain=1.0)
+    """EGDD's ``m = momentum * m + lr * gain * g`` overflowing float32 is refused before anything changes, without a warning."""
+    opt = so.EGDD([np.ones(2, F32)], learning_rate=1.0, momentum=1.0, initial_gain=1.0, max_gain=1.0, min_gain=1.0)
     opt.step([np.array([3e38, 1.0], F32)])
-    refuses_and_changes_nothing(opt, [np.array([3e38, 1.0], F32)], r"params\[0\] momentum\[0\] = inf")
+    refuses_and_changes_nothing(opt, lambda: opt.step([np.array([3e38, 1.0], F32)]), r"params\[0\] momentum\[0\] = inf")
+
+
+def test_egdd_momentum_overflow_is_refused_and_changes_nothing():
+    """The same refusal, warnings aside: a ``ValueError`` and bit-identical state (the state dict still loads)."""
+    opt = so.EGDD([np.ones(2, F32)], learning_rate=1.0, momentum=1.0, initial_gain=1.0, max_gain=1.0, min_gain=1.0)
+    opt.step([np.array([3e38, 1.0], F32)])
+    before = frozen(opt)
+    with np.errstate(over="ignore"), pytest.raises(ValueError, match=r"step refused: it would make params\[0\] momentum\[0\] = inf"):
+        opt.step([np.array([3e38, 1.0], F32)])
+    assert frozen(opt) == before
+    opt.load_state_dict(opt.state_dict())
+
+
+TABLE_ROW_LABEL = pytest.mark.xfail(
+    strict=True,
+    reason="defect: a refused whole-row table step says '(coordinate R)' where R is the table row id "
+    "(check_new_state is called with row ids but the default position name 'coordinate')",
+)
+
+
+@TABLE_ROW_LABEL
+@pytest.mark.parametrize(
+    ("make", "pattern"),
+    [
+        (lambda: so.SparseAdamTable(_table()), r"v\[\(0, 1\)\] = inf \(table row 2\)"),
+        (lambda: so.SparseAdagradTable(_table()), r"sum\[\(0, 1\)\] = inf \(table row 2\)"),
+    ],
+    ids=["adam-table", "adagrad-table"],
+)
+def test_refused_whole_row_step_names_the_table_row(make, pattern):
+    """Row 2, column 1 of a (3, 2) table is coordinate 5: the message must not call row 2 'coordinate 2'."""
+    opt = make()
+    grad = so.CsrGradient.from_rows([2], np.array([[1.0, 1e20]], F32), 3)
+    refuses_and_changes_nothing(opt, lambda: opt.step(grad), pattern)
 
 
 MAGNITUDES = st.sampled_from([1e-30, 1.0, 1e10, 1e19, 1e20, 1e30, 3e38])
@@ -490,13 +621,13 @@ def test_own_state_dict_loads_after_any_accepted_steps(spec, scales, seed):
     params = spec.params(F32)
     opt = spec.make(params)
     for t, scale in enumerate(scales):
-        grad = spec.grad(rng, t, scale=scale, dtype=F32)
+        with np.errstate(over="ignore"):  # a sum of repeats may overflow: a non-finite gradient, refused
+            grad = spec.grad(rng, t, scale=scale, dtype=F32)
         before = frozen(opt)
         try:
-            with np.errstate(all="ignore"):  # parameters may overflow; state may not
+            with np.errstate(over="ignore", invalid="ignore"):  # parameters may overflow; state may not
                 opt.step(grad)
-        except ValueError as e:
-            assert "step refused" in str(e)
+        except ValueError:
             assert frozen(opt) == before
     saved = through_npz(opt.state_dict())
     opt.load_state_dict(saved)
