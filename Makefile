@@ -1,6 +1,9 @@
 # Two commands for a fresh machine with Python 3 and make:
 #   make lab   - virtual environment, install, JupyterLab on notebooks/
-#   make test  - same set-up, then tests/ and every notebook under nbval (strict)
+#   make test  - same set-up, then doctests, tests/ and every notebook under nbval (strict)
+# Also: make test-e2e (notebooks live in JupyterLab + Chromium), make bench (speed vs torch),
+#       make html (the executed notebooks as a static site), make figures (every figure as SVG + PNG),
+#       make goldens (regenerate the golden vectors from the real libraries)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +11,7 @@ STAMP := $(VENV)/.installed
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
-.PHONY: setup test test-e2e lab bench goldens clean
+.PHONY: setup test test-e2e lab bench html figures goldens clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +33,12 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sparse_step.py
 
+html: $(STAMP)
+	$(BIN)/python docs/build_html.py build/html
+
+figures: $(STAMP)
+	$(BIN)/python docs/export_figures.py build/figures
+
 # Regenerate the golden vectors: needs torch==2.13.0 (TORCH_PYTHON) and
 # tensorflow-cpu==2.21.0 + lingvo==0.14.2 (TF_PYTHON) in their own environments.
 TORCH_PYTHON ?= python3
@@ -40,4 +49,4 @@ goldens:
 	$(TF_PYTHON) tests/golden/make_lingvo_egdd.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis artifacts
+	rm -rf $(VENV) .pytest_cache .hypothesis artifacts build

@@ -30,3 +30,25 @@ def test_environment_yml_matches_pyproject():
     assert dict(normalise(d) for d in conda)["python"] == project["requires-python"]
     assert env["channels"] == ["conda-forge"]
     assert pip_sections == [["-e ."]], "environment.yml must install the package itself"
+
+
+def test_binder_installs_the_package_with_the_notebook_extra():
+    """repo2docker reads binder/: pip-installs the package with the notebooks extra, on a supported Python."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = [ln.strip() for ln in (ROOT / "binder" / "requirements.txt").read_text().splitlines()]
+    requirements = [ln for ln in lines if ln and not ln.startswith("#")]
+    assert requirements == ["-e .[notebooks]"]
+    assert "notebooks" in project["optional-dependencies"]
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    m = re.fullmatch(r"python-3\.(\d+)", runtime)
+    assert m, runtime
+    minimum = re.fullmatch(r">=3\.(\d+)", project["requires-python"])
+    assert minimum and int(m.group(1)) >= int(minimum.group(1))
+
+
+def test_makefile_has_the_documented_targets():
+    makefile = (ROOT / "Makefile").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for target in ("test", "lab", "test-e2e", "bench", "html", "figures", "goldens"):
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.M), target
+        assert f"make {target}" in readme, target
