@@ -46,6 +46,7 @@ TF_PYTHON ?= python3
 goldens:
 	$(TORCH_PYTHON) tests/golden/make_torch_adam.py
 	$(TORCH_PYTHON) tests/golden/make_torch_adafactor.py
+	$(TORCH_PYTHON) tests/golden/make_torch_round2.py
 	$(TF_PYTHON) tests/golden/make_lingvo_egdd.py
 
 clean:

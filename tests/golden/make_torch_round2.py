@@ -14,13 +14,18 @@ have their own touch schedule (``_touch_mask``) and receive exactly zero
 gradient on their dormant steps, densely for the dense optimizers:
 
 - row 0 on every step (except the case's ``empty_steps``, where no row is touched);
-- row 1 on every even step;
+- row 1 on every odd step (1, 3, 5, ...);
 - row 2 on steps 1, 11, 21, ... (every 10);
 - row 3 first at the late step ``T - 8``, then at ``T - 7`` and ``T - 5``;
-- row 4 at step 2 and at step ``2 + gap``, dormant before, between and after
+- row 4 at step 1 and at step ``1 + gap``, dormant between and after
   (``gap`` is longer than ``1 / (1 - beta2)`` in every Adam case but the
   ``beta2 = 0.9999`` grid entry; see ``ADAM_CASES``);
 - row 5 never.
+
+Rows 0, 1, 2 and 4 are all touched on step 1: with ``eps = 0`` torch's first
+step computes ``0 / 0 = NaN`` on every row with zero moments, which stays NaN
+for good, so only rows 3 and 5 are NaN there and the other rows' coasting is
+still measured.
 
 Gradient values are dyadic (``k * 2**-e`` with an integer ``k``), so they are
 exact in float32 and compress well, and each entry keeps one sign across all
@@ -55,6 +60,11 @@ Files (``round2_<case>.npz``; all arrays load with ``allow_pickle=False``):
     ``row_ids[lookup_offsets[t - 1]:lookup_offsets[t]]`` with the same rows of
     ``row_grads``, in torch's order; ``params_sparse``, ``sum_sparse``,
     ``params_dense``, ``sum_dense`` (T, 6, 3) after every step; ``step`` (T,).
+    The 60 lookups (``_adagrad_lookup``): row 0 one to three times a step,
+    row 1 on about half the steps (once or twice), row 2 every 5 steps, row 3
+    twice on every third step from step 45 (first touched late: its rate is
+    decayed by the global step), row 4 at steps 2 and 50, row 5 never; step
+    20 looks up nothing (torch still counts it).
 
 Every file also stores 0-d metadata: ``torch_version``, ``numpy_version``,
 ``torch_call``, ``dtype``, ``seed`` (``[SEED, case_id]``), ``num_steps`` and
@@ -78,7 +88,7 @@ OUT_DIR = Path(__file__).resolve().parent
 SEED = 20250302
 ROWS, COLS = 6, 3
 #: Row 4 is first touched at this step, then ``gap`` steps later.
-EARLY_STEP = 2
+EARLY_STEP = 1
 #: Steps after row 4's second touch: the run has ``T = EARLY_STEP + gap + TAIL`` steps.
 TAIL = 20
 #: Row 3's first touch is at ``T - LATE_BEFORE_END``.
@@ -106,7 +116,7 @@ def _touch_mask(num_steps: int, gap: int, empty_steps: tuple[int, ...]) -> np.nd
     late = num_steps - LATE_BEFORE_END
     mask = np.zeros((num_steps, ROWS), dtype=bool)
     mask[:, 0] = True
-    mask[:, 1] = t % 2 == 0
+    mask[:, 1] = t % 2 == 1
     mask[:, 2] = t % 10 == 1
     mask[[late - 1, late, late + 2], 3] = True
     mask[[EARLY_STEP - 1, EARLY_STEP + gap - 1], 4] = True
@@ -222,8 +232,9 @@ ADAM_CASES: dict[str, AdamCase] = {
         7, lr=1e-2, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.5, gap=150, maximize=True, empty_steps=(6,)
     ),
     # beta2 = 0.9999 with a gap longer than 1 / (1 - beta2) = 10000 (and than sparse_opt's coasting window,
-    # about 860 steps here; beta1 = 0.99 would make that window ~8900 steps and the replay ~10x slower)
-    "adamw_b2_09999_long": AdamCase(8, lr=1e-2, beta1=0.9, beta2=0.9999, eps=1e-8, weight_decay=0.1, gap=10500),
+    # about 770 steps here; beta1 = 0.99 would make that window ~8900 steps and the replay ~10x slower). No
+    # weight decay: (1 - lr * wd)**10500 would shrink row 4's coasting below what its next update can show.
+    "adam_b2_09999_long": AdamCase(8, lr=1e-2, beta1=0.9, beta2=0.9999, eps=1e-8, weight_decay=0.0, gap=10500),
     # the float32 case: gap 1200 > 1000
     "adamw_float32": AdamCase(
         9, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, gap=1200, dtype="float32"
