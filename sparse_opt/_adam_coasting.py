@@ -100,14 +100,15 @@ class AdamCoasting:
 
     def __init__(self, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype) -> None:
         self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
-        self.c = 1.0 - lr * weight_decay
+        self.decay1, self.decay2, self.c = dormant_factors(beta1, beta2, 1.0 - lr * weight_decay, dtype)
         self.dtype = np.dtype(dtype)
         self.tol = _tolerance(self.dtype)
         self.terms = math.ceil(math.log(self.tol) / math.log(THETA))  # N_max
         n = np.arange(self.terms, dtype=np.float64)
         self.powers = (n + 1) / 2  # exponent of (1 - beta2**j) in u_n
         with np.errstate(divide="ignore"):
-            self.rho = beta1 / (self.c * beta2**self.powers) if self.c > 0 and beta2 > 0 else np.full(self.terms, np.inf)
+            d1, d2 = self.decay1, self.decay2
+            self.rho = d1 / (self.c * d2**self.powers) if self.c > 0 and d2 > 0 else np.full(self.terms, np.inf)
         self.window = self._window()
         # u_n(j) == 1 to rounding from this step on
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
@@ -203,7 +204,7 @@ class AdamCoasting:
             return p, m, v
         dtype, shape = self.dtype, p.shape
         k = gap.astype(np.float64)
-        decay2 = (self.beta2**k).astype(dtype)
+        decay2 = (self.decay2**k).astype(dtype)
         dormant = np.broadcast_to(gap > 0, shape)
         coasting = dormant & (m != 0)
         zero_zero = replay = None
@@ -233,7 +234,7 @@ class AdamCoasting:
         # the decays of k zero-gradient steps, then the coasting
         if self.c != 1.0:
             p *= (self.c**k).astype(dtype)
-        m *= (self.beta1**k).astype(dtype)
+        m *= (self.decay1**k).astype(dtype)
         v *= decay2
         if coast is not None:
             np.subtract(p, coast[0], out=p, where=coast[1])
@@ -253,7 +254,7 @@ class AdamCoasting:
         window = np.minimum(gap, L)
         x = np.sqrt(v)
         # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x): eligible where x >= x_min
-        b_last = self.beta2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
+        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
         with np.errstate(divide="ignore"):
             x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
         fast = candidates & (x >= x_min)
@@ -297,8 +298,8 @@ class AdamCoasting:
             ss, kk = s[lo : lo + block, None].astype(np.float64), k[lo : lo + block, None]
             x = np.sqrt(v[lo : lo + block, None].astype(np.float64))
             j = ss + i
-            a = self.beta1**i / (1.0 - self.beta1**j)
-            b = self.beta2 ** (i / 2) / np.sqrt(1.0 - self.beta2**j)
+            a = self.decay1**i / (1.0 - self.beta1**j)
+            b = self.decay2 ** (i / 2) / np.sqrt(1.0 - self.beta2**j)
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                 w = np.where(i <= np.minimum(kk, L), self.c ** (kk - i) * a, 0.0)
                 out[lo : lo + block] = (w / (b * x + self.eps)).sum(axis=1)
@@ -316,7 +317,7 @@ class AdamCoasting:
         p, m, v = p.copy(), m.copy(), v.copy()
         rest = np.zeros(p.size, dtype=np.int64)
         active = np.arange(p.size)
-        r_bound = self.beta1 / math.sqrt(self.beta2) if self.beta2 > 0 else math.inf
+        r_bound = self.decay1 / math.sqrt(self.decay2) if self.decay2 > 0 else math.inf
         i = 0
         while active.size:
             i += 1
@@ -333,8 +334,8 @@ class AdamCoasting:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 scale = self.lr * np.abs(ma.astype(np.float64)) / (1.0 - self.beta1 ** (j + 1))
                 bound = np.full(pa.shape, np.inf)
-                if self.eps > 0 and self.beta1 < 1:
-                    bound = scale * self.beta1 / ((1.0 - self.beta1) * self.eps)
+                if self.eps > 0 and self.decay1 < 1:
+                    bound = scale * self.decay1 / ((1.0 - self.decay1) * self.eps)
                 if r_bound < 1:
                     bound = np.minimum(bound, scale * r_bound / ((1.0 - r_bound) * np.sqrt(va.astype(np.float64))))
             finished |= bound <= self.tol * np.abs(pa.astype(np.float64))
@@ -369,6 +370,22 @@ def _discounted_sums(rho: np.ndarray, u: np.ndarray) -> np.ndarray:
         partial = np.cumsum(r ** -offsets * u[:, e0:e1], axis=1)
         out[:, e0 + 1 : e1 + 1] = r ** (offsets + 1) * (out[:, e0 : e0 + 1] + partial)
     return out
+
+
+def dormant_factors(beta1: float, beta2: float, shrink: float, dtype: np.dtype) -> tuple[float, float, float]:
+    """What one zero-gradient step multiplies ``m``, ``v`` and ``p`` by, as torch's kernels of ``dtype`` do.
+
+    ``torch.optim.Adam(W)`` decays ``m`` with ``lerp(m, 0, 1 - beta1)``, that is
+    by ``1 - dtype(1 - beta1)`` (a fused multiply-add), ``v`` by ``dtype(beta2)``
+    and ``p`` by ``dtype(1 - lr * weight_decay)``: in float32 these differ from
+    the float64 values by up to a float32 rounding, which ``k`` dormant steps
+    raise to the ``k``-th power. In float64 they are the values themselves. (The
+    bias corrections use the float64 betas, as torch computes them in Python.)
+    """
+    def rounded(x: float) -> float:
+        return float(np.asarray(x, dtype=dtype))
+
+    return 1.0 - rounded(1.0 - beta1), rounded(beta2), rounded(shrink)
 
 
 def eps_of(dtype: np.dtype) -> float:

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from sparse_opt._adam_coasting import AdamCoasting
+from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, counter, float_array
@@ -195,9 +195,10 @@ def sparse_adam_update(
             if coasting is None:
                 coasting = AdamCoasting(lr, beta1, beta2, eps, weight_decay, dtype)
             p_i, m_i, v_i = coasting(gather(param, index), m_i, v_i, last, step - 1)  # dormant steps s+1 .. t-1
-        else:  # DORMANCY_DECAY
+        else:  # DORMANCY_DECAY: gap zero-gradient steps' factors, as dense Adam in this dtype applies them
             gap = (step - last).astype(np.float64)
-            decay1, decay2, decay_p = ((b**gap).astype(dtype) for b in (beta1, beta2, shrink))
+            factors = dormant_factors(beta1, beta2, shrink, dtype)
+            decay1, decay2, decay_p = ((f**gap).astype(dtype) for f in factors)
     with np.errstate(all="ignore"):  # a non-finite v is refused below, before anything is written
         m_i *= decay1
         m_i += (1.0 - beta1) * g  # m = decay1 * m + (1 - beta1) * g

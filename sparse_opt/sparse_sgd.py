@@ -23,8 +23,9 @@ A dormant step is the fixed linear map (``g = weight_decay * p``)::
 
 so ``k`` dormant steps are its ``k``-th power ``M**k``, the same for every
 coordinate with the same gap: computed once per distinct gap by repeated
-squaring (at most 63 squarings for an int64 gap, a constant), then two
-multiply-adds per coordinate. Without momentum ``M**k`` is ``(1 - lr*wd)**k``.
+squaring in double-double arithmetic (at most 63 squarings for an int64 gap, a
+constant; exact to float64 rounding for any gap), then two multiply-adds per
+coordinate. Without momentum ``M**k`` is ``(1 - lr*wd)**k``.
 ``DORMANCY_DECAY`` is refused for SGD: it is Adam's moment rule and has no SGD
 analogue.
 
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, counter, float_array
@@ -104,27 +106,18 @@ def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: 
     """``M**k`` for each gap in ``k`` (int64 array): entries ``(a, b, c, d)`` of ``[[a, b], [c, d]]``, float64.
 
     ``M = [[1 - lr*wd, -lr*mu], [wd, mu]]`` maps ``(p, buf)`` over one dormant
-    step (module docstring). Binary powering: at most ``k.max().bit_length()``
-    (<= 63) squarings of ``M``, shared by every gap, and one product per set bit.
+    step (module docstring). Its entries are formed and powered in
+    double-double arithmetic (:mod:`sparse_opt._double_double`): rounding ``1 -
+    lr*wd`` first would multiply its rounding error by ``k``, as dense SGD, which
+    computes ``p - lr * (wd * p)``, never does. Binary powering: at most 63
+    squarings whatever the gap.
     """
-    out = [np.ones(k.shape), np.zeros(k.shape), np.zeros(k.shape), np.ones(k.shape)]
-    base = (1.0 - lr * weight_decay, -lr * momentum, weight_decay, momentum)
-    remaining = k.copy()
-    while (remaining > 0).any():
-        take = (remaining & 1).astype(bool)
-        if take.any():
-            a, b, c, d = out
-            ba, bb, bc, bd = base
-            out = [
-                np.where(take, a * ba + b * bc, a),
-                np.where(take, a * bb + b * bd, b),
-                np.where(take, c * ba + d * bc, c),
-                np.where(take, c * bb + d * bd, d),
-            ]
-        ba, bb, bc, bd = base
-        base = (ba * ba + bb * bc, ba * bb + bb * bd, bc * ba + bd * bc, bc * bb + bd * bd)
-        remaining >>= 1
-    return tuple(out)
+    one = np.ones(())
+    lr_wd = two_prod(np.asarray(lr), np.asarray(weight_decay))
+    a = dd_add((one, np.zeros(())), (-lr_wd[0], -lr_wd[1]))
+    lr_mu = two_prod(np.asarray(lr), np.asarray(momentum))
+    m = (a, (-lr_mu[0], -lr_mu[1]), (np.asarray(weight_decay), np.zeros(())), (np.asarray(momentum), np.zeros(())))
+    return dd_matpow2(m, k)
 
 
 def sgd_coast(
@@ -145,12 +138,11 @@ def sgd_coast(
     gap = through - last
     if not (gap > 0).any():
         return p, buf
-    if buf is None:
-        return p * ((1.0 - lr * weight_decay) ** gap.astype(np.float64)).astype(p.dtype), None
     gaps, inverse = np.unique(gap, return_inverse=True)
-    a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in sgd_dormant_map(
-        gaps, lr=lr, weight_decay=weight_decay, momentum=momentum
-    ))
+    power = sgd_dormant_map(gaps, lr=lr, weight_decay=weight_decay, momentum=momentum if buf is not None else 0.0)
+    a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in power)
+    if buf is None:
+        return a * p, None
     return a * p + b * buf, c * p + d * buf
 
 
