@@ -153,7 +153,7 @@ def describe_position(
     where = tuple(int(i) for i in np.unravel_index(flat, values.shape))
     label = where[0] if len(where) == 1 else where
     at = f" ({position_name} {int(positions[where[0]])})" if positions is not None else ""
-    return f"{name}[{label}] = {values.reshape(-1)[flat].item()!r} {what}{at}"
+    return f"{name}[{label}] = {values.reshape(-1)[flat].item()!r}{' ' + what if what else ''}{at}"
 
 
 def check_finite(

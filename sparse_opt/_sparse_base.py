@@ -161,6 +161,13 @@ class SparseOptimizer(Stateful):
     def _dense_equivalent(self) -> bool:
         return False
 
+    def _why_no_catch_up(self) -> str:
+        """Why this optimizer has nothing to catch up (the ``catch_up`` error message)."""
+        return (
+            f"this optimizer's mode is {self.config.mode.name}, whose dormant coordinates "
+            "have no dense state to catch up to"
+        )
+
     def catch_up(self, index: object = None) -> None:
         """Bring coordinates current through ``step_count``, as the dense optimizer would hold them.
 
@@ -184,10 +191,7 @@ class SparseOptimizer(Stateful):
             ``TypeError`` for a non-integer index. ``step_count`` does not advance.
         """
         if not self._dense_equivalent():
-            raise ValueError(
-                f"catch_up needs mode DENSE_EQUIVALENT; this optimizer's mode is {self.config.mode.name}, "
-                "whose dormant coordinates have no dense state to catch up to"
-            )
+            raise ValueError(f"catch_up is for mode DENSE_EQUIVALENT: {self._why_no_catch_up()}")
         by_rows = self._ndim == 2
         if index is None:
             size = self.params.shape[0]

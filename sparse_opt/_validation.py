@@ -168,7 +168,7 @@ def check_new_state(
     """
     k = first_not_finite(values, nonnegative)
     if k is not None:
-        where = describe_position(name, values, k, "", positions, position_name).replace("  ", " ")
+        where = describe_position(name, values, k, "", positions, position_name)
         raise ValueError(
             f"step refused: it would make {where}, which is not finite (a gradient too large for "
             f"{values.dtype}?); parameters and state are unchanged"

@@ -101,9 +101,10 @@ def egdd_update(
             corrected_gbar = gbar / (dtype(1.0) - dtype(hp.beta) ** dtype(max(counter - 1, 1)))
             exponent = hp.gain_learning_rate * grad * corrected_gbar
         new_gain = np.clip(gain * np.exp(exponent), hp.min_gain, hp.max_gain)
-    new_momentum = hp.momentum * momentum + hp.learning_rate * new_gain * grad
-    new_gbar = hp.beta * gbar + (1.0 - hp.beta) * grad
-    new_param = param - new_scale * new_momentum
+    with np.errstate(over="ignore", invalid="ignore"):  # EGDD.step refuses non-finite state before writing
+        new_momentum = hp.momentum * momentum + hp.learning_rate * new_gain * grad
+        new_gbar = hp.beta * gbar + (1.0 - hp.beta) * grad
+        new_param = param - new_scale * new_momentum
     return EGDDUpdate(
         new_param, new_momentum, new_gbar, new_gain, np.asarray(new_scale, dtype=param.dtype), counter
     )

@@ -137,7 +137,7 @@ def sparse_adagrad_update(
         else:
             s = gather(state_sum, index) + g * g
             p = p - clr * (g / (np.sqrt(s) + eps))
-    check_new_state("sum", s, index, "table row" if rowwise else "coordinate", nonnegative=True)
+    check_new_state("sum", s, index, "table row" if g.ndim == 2 else "coordinate", nonnegative=True)
     scatter(state_sum, index, s)
     scatter(param, index, p)
 
@@ -179,6 +179,12 @@ class SparseAdagrad(SparseOptimizer):
         shape = self.params.shape[:1] if self.config.rowwise else self.params.shape
         self.sum = np.full(shape, self.config.initial_accumulator_value, dtype=self.params.dtype)
 
+    def _why_no_catch_up(self) -> str:
+        return (
+            "lazy Adagrad already is dense Adagrad (a zero-gradient step adds 0 to the accumulator and moves "
+            "the parameter by 0), so there is nothing to catch up"
+        )
+
     def _apply(self, target: Target, step: int) -> None:
         c = self.config
         if c.rowwise and not target.by_rows:
@@ -215,8 +221,9 @@ def _rowwise_partial(params: np.ndarray, state_sum: np.ndarray, target: Target, 
     cols = params.shape[1]
     rows, first, counts = np.unique(target.index // cols, return_index=True, return_counts=True)
     g = -target.grad if c.maximize else target.grad
-    s = state_sum[rows] + np.add.reduceat(g * g, first) / cols
-    check_new_state("sum", s, rows, "table row")
+    with np.errstate(all="ignore"):  # a non-finite accumulator is refused below, before anything is written
+        s = state_sum[rows] + np.add.reduceat(g * g, first) / cols
+    check_new_state("sum", s, rows, "table row", nonnegative=True)
     clr = c.lr / (1.0 + (step - 1) * c.lr_decay)
     multiplier = np.repeat(clr / (np.sqrt(s) + c.eps), counts)
     flat = params.reshape(-1)

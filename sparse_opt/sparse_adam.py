@@ -205,7 +205,7 @@ def sparse_adam_update(
         v_i *= decay2
         v_i += (1.0 - beta2) * (g * g)  # v = decay2 * v + (1 - beta2) * g**2
     # m is finite whenever v is: |(1 - beta1) g| <= |g| and g * g is finite
-    check_new_state("v", v_i, index, nonnegative=True)
+    check_new_state("v", v_i, index, "table row" if g.ndim == 2 else "coordinate", nonnegative=True)
     scatter(m, index, m_i)
     scatter(v, index, v_i)
     if p_i is None:

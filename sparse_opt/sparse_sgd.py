@@ -140,10 +140,11 @@ def sgd_coast(
         return p, buf
     gaps, inverse = np.unique(gap, return_inverse=True)
     power = sgd_dormant_map(gaps, lr=lr, weight_decay=weight_decay, momentum=momentum if buf is not None else 0.0)
-    a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in power)
-    if buf is None:
-        return a * p, None
-    return a * p + b * buf, c * p + d * buf
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging recurrence is refused by the caller's check
+        a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in power)
+        if buf is None:
+            return a * p, None
+        return a * p + b * buf, c * p + d * buf
 
 
 def sparse_sgd_update(
@@ -190,7 +191,7 @@ def sparse_sgd_update(
             g = g + weight_decay * p
         if buf is not None:
             buf = momentum * buf + g
-            check_new_state("momentum_buffer", buf, index)
+            check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
             g = buf
         p = p - lr * g
     scatter(param, index, p)
@@ -219,7 +220,7 @@ def sgd_catch_up(
         last = last.reshape(*last.shape, *([1] * (p.ndim - last.ndim)))
     p, buf = sgd_coast(p, buf, last, through, lr=lr, weight_decay=weight_decay, momentum=momentum)
     if buf is not None:
-        check_new_state("momentum_buffer", buf, index)
+        check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
         scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
     scatter(param, index, p)
     last_step[index] = through
