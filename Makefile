@@ -39,8 +39,9 @@ html: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python docs/export_figures.py build/figures
 
-# Regenerate the golden vectors: needs torch==2.13.0 (TORCH_PYTHON) and
-# tensorflow-cpu==2.21.0 + lingvo==0.14.2 (TF_PYTHON) in their own environments.
+# Regenerate the golden vectors and the conformance recordings: needs torch==2.13.0 (TORCH_PYTHON)
+# and tensorflow-cpu==2.21.0 + lingvo==0.14.2 (TF_PYTHON) in their own environments, each with
+# this package installed (pip install -e . --no-deps).
 TORCH_PYTHON ?= python3
 TF_PYTHON ?= python3
 goldens:
@@ -48,6 +49,8 @@ goldens:
 	$(TORCH_PYTHON) tests/golden/make_torch_adafactor.py
 	$(TORCH_PYTHON) tests/golden/make_torch_round2.py
 	$(TF_PYTHON) tests/golden/make_lingvo_egdd.py
+	$(TORCH_PYTHON) tests/conformance/make_recordings.py
+	$(TF_PYTHON) tests/conformance/make_recordings.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis artifacts build

@@ -321,6 +321,28 @@ class CsrGradient:
         starts = np.arange(unique.size + 1, dtype=np.int64) * cols
         return cls._trusted((rows, cols), unique, starts, None, summed.reshape(-1))
 
+    @classmethod
+    def from_torch(cls, tensor: Any) -> CsrGradient:
+        """From a 2-D torch sparse COO tensor, uncoalesced allowed (see :func:`sparse_opt.interop.csr_from_torch`)."""
+        from sparse_opt.interop import csr_from_torch
+        return csr_from_torch(tensor)
+
+    def to_torch(self, *, hybrid: bool = False) -> Any:
+        """A coalesced torch sparse COO tensor (see :func:`sparse_opt.interop.csr_to_torch`)."""
+        from sparse_opt.interop import csr_to_torch
+        return csr_to_torch(self, hybrid=hybrid)
+
+    @classmethod
+    def from_scipy(cls, matrix: Any) -> CsrGradient:
+        """From a 2-D scipy sparse array or matrix (see :func:`sparse_opt.interop.csr_from_scipy`)."""
+        from sparse_opt.interop import csr_from_scipy
+        return csr_from_scipy(matrix)
+
+    def to_scipy(self, format: str = "csr") -> Any:
+        """A scipy ``csr_array`` or ``coo_array`` (see :func:`sparse_opt.interop.csr_to_scipy`)."""
+        from sparse_opt.interop import csr_to_scipy
+        return csr_to_scipy(self, format)
+
     def to_dense(self) -> np.ndarray:
         """The dense ``(rows, cols)`` table (dtype of ``values``)."""
         out = np.zeros(self.shape, dtype=self.values.dtype)

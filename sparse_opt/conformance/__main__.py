@@ -1,0 +1,86 @@
+"""Command line: export the conformance vectors as JSON, or check against them.
+
+::
+
+    python -m sparse_opt.conformance export DIR [--family adam]
+    python -m sparse_opt.conformance check-vectors DIR [--candidate module:Class] [--claims NAME]
+
+``check-vectors`` without ``--candidate`` re-derives every expected trajectory
+in ``DIR`` with this package's references (exit status 1 on a disagreement);
+with one, it runs that candidate (a class following the candidate protocol)
+through the vectors of its family and prints the report (exit status 1 unless
+the candidate matches its claimed semantics, or some semantics when it claims
+none, without errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from sparse_opt.conformance.catalogue import scenarios
+from sparse_opt.conformance.hyper import FAMILIES
+from sparse_opt.conformance.vectors import check_vectors, export_vectors, load_vectors, verify_vectors
+
+
+def load_candidate(spec: str) -> type:
+    """The class named by ``"module:Class"`` (``Class`` may be dotted)."""
+    module, sep, qualname = spec.partition(":")
+    if not sep or not module or not qualname:
+        raise argparse.ArgumentTypeError(f"expected module:Class, got {spec!r}")
+    obj: object = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, type) or not hasattr(obj, "family"):
+        raise argparse.ArgumentTypeError(f"{spec} is not a candidate class (it needs a 'family' attribute)")
+    return obj
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sparse_opt.conformance",
+        description="Conformance vectors for sparse optimizers: which semantics does an implementation follow?",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    export = sub.add_parser(
+        "export", help="write the scenarios and every reference's expected trajectory as JSON",
+        description="Write DIR/index.json and one DIR/<scenario>.json per scenario (docs/conformance_schema.md).",
+    )
+    export.add_argument("directory", metavar="DIR", help="output directory (created if missing)")
+    export.add_argument("--family", choices=FAMILIES, help="only this optimizer family's scenarios")
+    vectors = sub.add_parser(
+        "check-vectors", help="read exported vectors back: verify them, or check a candidate against them",
+        description="Without --candidate, re-derive every expected trajectory in DIR with this package; "
+        "with one, run the candidate through the vectors of its family and print the report.",
+    )
+    vectors.add_argument("directory", metavar="DIR", help="a directory written by 'export'")
+    vectors.add_argument("--candidate", type=load_candidate, metavar="module:Class",
+                         help="a class following the candidate protocol (sparse_opt.conformance.candidate)")
+    vectors.add_argument("--claims", metavar="NAME", help="the reference the candidate claims (default: its 'claims')")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "export":
+        written = export_vectors(args.directory, scenarios(args.family))
+        print(f"wrote {len(written)} scenario files and index.json to {args.directory}")
+        return 0
+    if args.candidate is None:
+        problems = verify_vectors(args.directory)
+        for line in problems:
+            print(line)
+        count = len(load_vectors(args.directory))
+        verdict = f"{len(problems)} disagreements" if problems else "all expected trajectories reproduce"
+        print(f"{count} scenario files: {verdict}")
+        return 1 if problems else 0
+    report = check_vectors(args.directory, args.candidate, claims=args.claims)
+    print(report)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

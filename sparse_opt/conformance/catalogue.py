@@ -1,0 +1,273 @@
+"""The named scenarios: each isolates one semantic point of a sparse optimizer.
+
+Every scenario is a few rows by two or three columns, tens of steps (the long
+gap a couple of hundred), seeded, and built the same way:
+
+- the initial table has entries ``+-k / 256`` with ``k`` in ``[128, 384]``
+  (magnitudes 0.5 to 1.5, random signs);
+- a lookup of row ``r`` has gradient entries ``k / 64 * scale`` with ``k`` in
+  ``[16, 64]``, signed ``-sign(p0)`` (``+sign(p0)`` with ``maximize``), so
+  every entry moves away from zero and moments never cancel: an entry-wise
+  relative error then measures the semantics, not cancellation;
+- ``lr`` is a power of two (exact in float32, so a library that keeps its
+  learning rate in float32 is not told apart by that alone).
+
+Row roles repeat across scenarios: row 0 is touched on every non-empty step
+(it keeps the semantics that agree on a busy row honest), the others carry the
+point; a row that is never touched checks that dormant-from-the-start rows stay
+put (or, in dense semantics, decay). The points, by family:
+
+Adam (``beta1 = 0.9``, ``beta2 = 0.999``, ``eps = 1e-8``, ``lr = 1/16`` unless said)
+    first touch at a late global step; touch, ``k`` dormant steps, touch for
+    ``k = 1, 2, 10`` and ``k = 200 > 1 / (1 - beta2)`` (``beta2 = 0.99``);
+    repeated ids in one batch; empty steps; incomplete rows; maximize;
+    gradients near eps (``eps = 1e-3``); weight decay on dormant rows; an
+    explicit zero gradient; float32.
+Adagrad (``lr = 1/4``, ``eps = 1e-10``)
+    lr_decay with a late first touch; a long gap (lazy is dense); repeated ids;
+    incomplete rows (row-wise accumulators); initial accumulator; maximize;
+    empty steps under lr_decay; float32.
+SGD (``lr = 1/16``, ``momentum = 0.9``)
+    a gap (momentum keeps pushing in dense SGD); repeated ids; coupled weight
+    decay on dormant rows; empty steps; maximize; float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from sparse_opt.conformance.case import Scenario, Step
+from sparse_opt.conformance.hyper import FAMILIES, Hyper
+
+#: A lookup in a schedule: a row id (the whole row) or ``(row, cols)`` (only those entries).
+Lookup = int | tuple[int, tuple[int, ...]]
+
+
+def build(
+    name: str,
+    family: str,
+    point: str,
+    hyper: Hyper,
+    schedule: Sequence[Sequence[Lookup]],
+    *,
+    seed: int,
+    rows: int = 4,
+    cols: int = 3,
+    dtype: str = "float64",
+    scale: float = 1.0,
+    zeros: Iterable[tuple[int, int]] = (),
+) -> Scenario:
+    """A scenario from a touch schedule (module docstring for the values).
+
+    Parameters
+    ----------
+    schedule : sequence of sequences of lookups
+        ``schedule[t - 1]`` lists step ``t``'s lookups in order: a row id, or
+        ``(row, cols)`` for an incomplete row. An empty list is an empty step.
+    seed : int
+        Seeds the table and the gradients.
+    scale : float
+        Power of two multiplying every gradient.
+    zeros : iterable of (step, row)
+        Lookups whose gradient is an explicit zero (steps count from 1).
+    """
+    rng = np.random.default_rng(seed)
+    sign = rng.choice([-1.0, 1.0], size=(rows, cols))
+    table = sign * rng.integers(128, 385, size=(rows, cols)) / 256.0
+    push = sign if hyper.maximize else -sign
+    zero = set(zeros)
+    steps = []
+    for t, lookups in enumerate(schedule, 1):
+        ids, grads, mask = [], [], []
+        for item in lookups:
+            r, present = (item, tuple(range(cols))) if isinstance(item, int) else item
+            g = push[r] * rng.integers(16, 65, size=cols) / 64.0 * scale
+            ids.append(r)
+            grads.append(0.0 * g if (t, r) in zero else g)
+            mask.append(np.isin(np.arange(cols), present))
+        incomplete = not all(m.all() for m in mask)
+        steps.append(
+            Step(
+                np.array(ids, dtype=np.int64),
+                np.array(grads, dtype=np.float64).reshape(len(ids), cols),
+                np.array(mask).reshape(len(ids), cols) if incomplete else None,
+            )
+        )
+    return Scenario(name, family, point, hyper, table.astype(dtype), tuple(steps))
+
+
+def _every(steps: int, extra: dict[int, list[Lookup]], busy: bool = True) -> list[list[Lookup]]:
+    """Row 0 on every step (when ``busy``), plus ``extra[t]`` on step ``t``."""
+    return [([0] if busy else []) + list(extra.get(t, [])) for t in range(1, steps + 1)]
+
+
+def _gap(k: int) -> list[list[Lookup]]:
+    """Row 1 touched at step 2 and again after ``k`` dormant steps; row 2 only at step 1; row 3 never."""
+    return _every(k + 5, {1: [2], 2: [1], k + 3: [1]})
+
+
+ADAM = Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8)
+ADAGRAD = Hyper(lr=0.25, eps=1e-10)
+SGD = Hyper(lr=0.0625, momentum=0.9)
+
+
+def _adam() -> list[Scenario]:
+    dormant = "row 1 is touched at step 2 and again after {k} dormant steps"
+    scenarios = [
+        build(
+            "adam_late_first_touch", "adam",
+            "a row first touched at global step 8: bias correction by the global step, a per-row count, or deferred",
+            ADAM, _every(10, {8: [1], 9: [1], 10: [1, 2]}), seed=101,
+        ),
+    ]
+    for k, seed in ((1, 102), (2, 103), (10, 104)):
+        scenarios.append(build(f"adam_gap_{k}", "adam", dormant.format(k=k), ADAM, _gap(k), seed=seed))
+    scenarios += [
+        build(
+            "adam_gap_long", "adam",
+            "row 1 is dormant for 200 steps, longer than 1 / (1 - beta2) = 100: coasting, decay and catch-up all show",
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.99, eps=1e-8), _every(205, {2: [1], 203: [1]}),
+            rows=3, cols=2, seed=105,
+        ),
+        build(
+            "adam_repeated_ids", "adam",
+            "ids repeat within a batch: summed before the update, or squared one by one, or applied in turn",
+            ADAM, [[1, 0, 1], [2, 2, 0, 2], [0], [3, 1, 3, 1], [0, 1], [1, 1]], seed=106,
+        ),
+        build(
+            "adam_empty_steps", "adam",
+            "steps 3, 4 and 6 have no lookup at all: do they advance the global step?",
+            ADAM, [[0, 1], [0], [], [], [0], [], [0, 1], [1]], seed=107,
+        ),
+        build(
+            "adam_incomplete_rows", "adam",
+            "touched rows miss some entries: a missing entry is untouched (its own state), not a zero gradient",
+            ADAM,
+            [[0, (1, (0,))], [0, (1, (1, 2)), (2, (2,))], [0, 1], [0, (2, (0, 2))], [0, (1, (0,))], [0, 2]],
+            seed=108,
+        ),
+        build(
+            "adam_maximize", "adam",
+            "maximize: the gradient is negated first, dormant rows as in adam_gap_2",
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8, maximize=True), _gap(2), seed=109,
+        ),
+        build(
+            "adam_near_eps", "adam",
+            "gradients of 2**-12 to 2**-10 with eps = 1e-3: eps added to sqrt(v_hat) or to sqrt(v)",
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-3), _gap(3), seed=110, scale=2.0**-10,
+        ),
+        build(
+            "adam_weight_decay", "adam",
+            "weight_decay = 1/8 (lr * wd = 2**-7) with dormant rows: decoupled or coupled, every step or at touches",
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.125),
+            _every(8, {1: [1], 3: [2], 5: [1]}), seed=111,
+        ),
+        build(
+            "adam_explicit_zero", "adam",
+            "a lookup whose gradient is exactly zero is a touch: moments decay and the row moves",
+            ADAM, _every(5, {1: [1], 2: [2], 3: [1], 5: [1]}), seed=112, zeros=[(2, 2), (3, 1)],
+        ),
+        build(
+            "adam_float32", "adam",
+            "float32 parameters: gaps and repeated ids together",
+            ADAM, _every(12, {1: [1, 2], 2: [2], 5: [1, 1], 6: [3], 11: [1, 3, 3]}), seed=113, dtype="float32",
+        ),
+    ]
+    return scenarios
+
+
+def _adagrad() -> list[Scenario]:
+    decay = Hyper(lr=0.25, eps=1e-10, lr_decay=0.125)
+    return [
+        build(
+            "adagrad_late_first_touch", "adagrad",
+            "lr_decay with a row first touched at step 6: the rate uses the global step",
+            decay, _every(8, {6: [1], 7: [1], 8: [1, 2]}), seed=201,
+        ),
+        build(
+            "adagrad_gap", "adagrad",
+            "row 1 dormant for 10 steps: a zero-gradient step changes nothing, so lazy is dense",
+            ADAGRAD, _gap(10), seed=202,
+        ),
+        build(
+            "adagrad_repeated_ids", "adagrad",
+            "ids repeat within a batch (twice at most): summed first, or applied one after another",
+            ADAGRAD, [[1, 0, 1], [2, 0], [0, 2, 2], [3], [1, 1, 0]], seed=203,
+        ),
+        build(
+            "adagrad_incomplete_rows", "adagrad",
+            "touched rows miss some entries: element-wise accumulators, or one per row over all columns",
+            ADAGRAD, [[0, (1, (0,))], [(1, (1, 2)), (2, (2,))], [0, 1], [(2, (0, 2))]], seed=204,
+        ),
+        build(
+            "adagrad_initial_accumulator", "adagrad",
+            "initial_accumulator_value = 1/8",
+            Hyper(lr=0.25, eps=1e-10, initial_accumulator_value=0.125), _every(5, {1: [1], 4: [1, 2]}), seed=205,
+        ),
+        build(
+            "adagrad_maximize", "adagrad", "maximize: the gradient is negated first",
+            Hyper(lr=0.25, eps=1e-10, maximize=True), _every(5, {2: [1], 5: [1]}), seed=206,
+        ),
+        build(
+            "adagrad_empty_steps", "adagrad",
+            "lr_decay with empty steps 2 and 4: they advance the step the rate decays with",
+            decay, [[0], [], [0, 1], [], [1], [0]], seed=207,
+        ),
+        build(
+            "adagrad_float32", "adagrad", "float32 parameters, a gap and a repeated id",
+            ADAGRAD, _every(8, {1: [1], 6: [1, 2, 2]}), seed=208, dtype="float32",
+        ),
+    ]
+
+
+def _sgd() -> list[Scenario]:
+    return [
+        build(
+            "sgd_gap", "sgd",
+            "row 1 dormant for 3 steps, row 2 touched once: dense momentum keeps pushing, lazy stops",
+            SGD, _gap(3), seed=301,
+        ),
+        build(
+            "sgd_repeated_ids", "sgd",
+            "ids repeat within a batch: summed first, or applied one after another",
+            SGD, [[1, 0, 1], [2, 0], [0, 2, 2, 2], [3], [1, 1, 0]], seed=302,
+        ),
+        build(
+            "sgd_weight_decay", "sgd",
+            "coupled weight decay 1/8 with dormant rows: every step, or at touches only",
+            Hyper(lr=0.0625, momentum=0.9, weight_decay=0.125), _every(8, {1: [1], 3: [2], 6: [1]}), seed=303,
+        ),
+        build(
+            "sgd_empty_steps", "sgd", "empty steps 3 and 4: dense momentum still moves every row it has pushed",
+            SGD, [[0, 1], [0], [], [], [0, 1], [1], [0]], seed=304,
+        ),
+        build(
+            "sgd_maximize", "sgd", "maximize: the gradient is negated first",
+            Hyper(lr=0.0625, momentum=0.9, maximize=True), _every(6, {1: [1], 4: [1]}), seed=305,
+        ),
+        build(
+            "sgd_float32", "sgd", "float32 parameters, a gap and a repeated id",
+            SGD, _every(8, {1: [1], 5: [1, 1], 6: [2]}), seed=306, dtype="float32",
+        ),
+    ]
+
+
+#: Every scenario, Adam's first, then Adagrad's, then SGD's.
+SCENARIOS: tuple[Scenario, ...] = tuple(_adam() + _adagrad() + _sgd())
+
+
+def scenarios(family: str | None = None) -> tuple[Scenario, ...]:
+    """The scenarios of ``family`` (all when ``None``), in catalogue order."""
+    if family is not None and family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    return tuple(s for s in SCENARIOS if family is None or s.family == family)
+
+
+def scenario(name: str) -> Scenario:
+    """The scenario called ``name``."""
+    for s in SCENARIOS:
+        if s.name == name:
+            return s
+    raise KeyError(f"no scenario named {name!r}; the names are {[s.name for s in SCENARIOS]}")

@@ -1,0 +1,96 @@
+"""Recordings: a candidate's runs of the scenarios, saved so a check needs no library.
+
+``tests/conformance/make_recordings.py`` records the real libraries (torch,
+TensorFlow) with their adapters; the tests and notebooks load the ``.npz``
+files with numpy only and check them like a live candidate. Each run stores the
+scenario's fingerprint, so a recording made for an older definition of a
+scenario is reported as stale instead of being compared.
+
+File layout (``np.savez_compressed``, loads with ``allow_pickle=False``): one
+array per run scenario, named after it (the trajectory, ``(T, rows, cols)``),
+and ``meta``, a 0-d string holding JSON: ``candidate``, ``family``, ``claims``
+(or null), ``versions`` (library versions), ``fingerprints``, ``skipped`` and
+``errors`` (scenario -> message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from sparse_opt.conformance.candidate import Run, candidate_name, run
+from sparse_opt.conformance.case import Scenario
+from sparse_opt.conformance.catalogue import scenarios as catalogue
+
+
+@dataclass(frozen=True, eq=False)
+class Recording:
+    """A candidate's runs of some scenarios.
+
+    Parameters
+    ----------
+    candidate : str
+        The candidate's name.
+    family : str
+    claims : str or None
+        The reference the candidate claims to follow.
+    runs : dict of str to Run
+        By scenario name, in scenario order.
+    versions : dict of str to str
+        Library versions the recording was made with.
+    """
+
+    candidate: str
+    family: str
+    claims: str | None
+    runs: dict[str, Run]
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def save(self, path: str | Path) -> None:
+        """Write the recording to ``path`` (``.npz``)."""
+        meta = {
+            "candidate": self.candidate,
+            "family": self.family,
+            "claims": self.claims,
+            "versions": self.versions,
+            "fingerprints": {name: r.fingerprint for name, r in self.runs.items()},
+            "skipped": {name: r.skipped for name, r in self.runs.items() if r.skipped},
+            "errors": {name: r.error for name, r in self.runs.items() if r.error},
+        }
+        arrays = {name: r.trajectory for name, r in self.runs.items() if r.trajectory is not None}
+        if "meta" in arrays:
+            raise ValueError("a scenario may not be called 'meta'")
+        np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recording:
+        """Read a recording written by :meth:`save`."""
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            runs = {}
+            for name, fingerprint in meta["fingerprints"].items():
+                trajectory = data[name] if name in data.files else None
+                if trajectory is not None:
+                    trajectory.flags.writeable = False
+                runs[name] = Run(
+                    name,
+                    fingerprint,
+                    trajectory=trajectory,
+                    skipped=meta["skipped"].get(name, ""),
+                    error=meta["errors"].get(name, ""),
+                )
+        return cls(meta["candidate"], meta["family"], meta["claims"], runs, meta["versions"])
+
+
+def record(
+    candidate: type, scenarios: Iterable[Scenario] | None = None, versions: dict[str, str] | None = None
+) -> Recording:
+    """Run ``candidate`` through ``scenarios`` (default: its family's catalogue) and keep every run."""
+    family = candidate.family
+    chosen = tuple(catalogue(family) if scenarios is None else scenarios)
+    runs = {s.name: run(candidate, s) for s in chosen}
+    return Recording(candidate_name(candidate), family, getattr(candidate, "claims", None), runs, dict(versions or {}))

@@ -1,0 +1,208 @@
+"""The conformance report: per scenario the error against each reference, the verdict, the first divergence.
+
+:class:`Report` prints as a fixed-precision text table (``str(report)``, stable
+from run to run: the notebooks print it) and renders as HTML in Jupyter
+(``_repr_html_``). Its fields are plain data for tests and further analysis.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from sparse_opt.conformance.tolerance import Deviation
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first entry where a candidate leaves a reference's tolerance.
+
+    ``step`` counts from 1; the first offending step, then row, then column.
+    """
+
+    reference: str
+    scenario: str
+    step: int
+    row: int
+    col: int
+    expected: float
+    got: float
+    tolerance: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.scenario} step {self.step} row {self.row} col {self.col}: expected {self.expected:.10g}, "
+            f"got {self.got:.10g} (|diff| {abs(self.got - self.expected):.3e} > tolerance {self.tolerance:.3e})"
+        )
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    """One scenario's outcome: the deviation from every applicable reference, or why there is none."""
+
+    scenario: str
+    point: str
+    deviations: dict[str, Deviation]
+    skipped: str = ""
+    error: str = ""
+
+    @property
+    def ran(self) -> bool:
+        """True when the candidate produced a trajectory."""
+        return not (self.skipped or self.error)
+
+    @property
+    def matches(self) -> tuple[str, ...]:
+        """The references matched within tolerance, in report order."""
+        return tuple(name for name, d in self.deviations.items() if d.matched)
+
+    @property
+    def best(self) -> str | None:
+        """The closest reference (smallest score; the first in report order on a tie)."""
+        if not self.deviations:
+            return None
+        return min(self.deviations, key=lambda name: self.deviations[name].score)
+
+
+def _num(x: float) -> str:
+    return f"{x:8.1e}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`~sparse_opt.conformance.check` found.
+
+    Attributes
+    ----------
+    candidate, family : str
+    claims : str or None
+        The reference the candidate claims (divergences are measured from it).
+    results : tuple of ScenarioResult
+        In scenario order.
+    titles : dict of str to str
+        Every reference of the family, in report order, with its title.
+    tally : dict of str to (int, int)
+        Per reference: scenarios matched, scenarios it applies to (among those run).
+    verdict : tuple of str
+        The references matched in every run scenario they apply to, most
+        scenarios first: the semantics the candidate implements.
+    closest : str or None
+        ``verdict[0]``, or else the reference matched in most scenarios.
+    divergence : Divergence or None
+        The first divergence from ``claims`` (or from ``closest`` when nothing
+        is claimed and nothing matches everywhere); None when there is none.
+    """
+
+    candidate: str
+    family: str
+    claims: str | None
+    results: tuple[ScenarioResult, ...]
+    titles: dict[str, str]
+    tally: dict[str, tuple[int, int]]
+    verdict: tuple[str, ...]
+    closest: str | None
+    divergence: Divergence | None
+
+    @property
+    def semantics(self) -> str | None:
+        """The best-matching semantics: ``verdict[0]``, or None when no reference matches every scenario."""
+        return self.verdict[0] if self.verdict else None
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """Scenario -> the error the candidate stopped with."""
+        return {r.scenario: r.error for r in self.results if r.error}
+
+    @property
+    def ok(self) -> bool:
+        """No error, and the claimed semantics (or, unclaimed, some reference) matches every run scenario."""
+        if self.errors:
+            return False
+        return self.claims in self.verdict if self.claims else bool(self.verdict)
+
+    def _headline(self) -> list[tuple[str, str]]:
+        def named(ref: str | None) -> str:
+            if ref is None:
+                return "none"
+            matched, applicable = self.tally[ref]
+            return f"{ref} ({matched}/{applicable} scenarios) -- {self.titles[ref]}"
+
+        lines = [("candidate", f"{self.candidate} (family {self.family})")]
+        if self.claims:
+            lines.append(("claims", named(self.claims)))
+        if self.verdict:
+            lines.append(("verdict", named(self.verdict[0])))
+            lines += [("also matches", named(ref)) for ref in self.verdict[1:]]
+        else:
+            lines.append(("verdict", "no reference matches every scenario"))
+            lines.append(("closest", named(self.closest)))
+        source = self.claims or self.closest
+        if self.claims or not self.verdict:
+            lines.append((f"first divergence from {source}", str(self.divergence) if self.divergence else "none"))
+        skipped = [r.scenario for r in self.results if r.skipped]
+        if skipped:
+            lines.append(("skipped", ", ".join(skipped)))
+        if self.errors:
+            lines.append(("errors", ", ".join(self.errors)))
+        return lines
+
+    def __str__(self) -> str:
+        refs = list(self.titles)
+        width = max([len(r.scenario) for r in self.results] + [8])
+        out = [f"{key}: {value}" for key, value in self._headline()]
+        against = self.claims or "best"
+        out += ["", f"{'scenario':<{width}}  {'best':<15} {'max abs':>8} {'max rel':>8} {'ulps':>8}  "
+                f"(against {against}); matches"]
+        for r in self.results:
+            if not r.ran:
+                out.append(f"{r.scenario:<{width}}  {'skipped: ' + r.skipped if r.skipped else 'error: ' + r.error}")
+                continue
+            d = r.deviations.get(self.claims or r.best or "")
+            nums = f"{_num(d.max_abs)} {_num(d.max_rel)} {_num(d.max_ulps)}" if d else f"{'-':>8} {'-':>8} {'-':>8}"
+            out.append(f"{r.scenario:<{width}}  {r.best or '-':<15} {nums}  {', '.join(r.matches) or '-'}")
+        out += ["", "max ulps against each reference (* within tolerance, - not applicable)"]
+        out.append(f"{'scenario':<{width}}  " + " ".join(f"{f'[{i}]':>9}" for i in range(1, len(refs) + 1)))
+        for r in self.results:
+            if not r.ran:
+                continue
+            cells = []
+            for ref in refs:
+                d = r.deviations.get(ref)
+                cells.append(f"{'-':>9}" if d is None else f"{_num(d.max_ulps)}{'*' if d.matched else ' '}")
+            out.append(f"{r.scenario:<{width}}  " + " ".join(cells))
+        out.append("")
+        for i, ref in enumerate(refs, 1):
+            matched, applicable = self.tally[ref]
+            out.append(f"{f'[{i}]':<4} {ref:<15} {matched:>2}/{applicable:<2} {self.titles[ref]}")
+        return "\n".join(out)
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        refs = list(self.titles)
+        head = "".join(f"<tr><th style='text-align:left'>{e(k)}</th><td style='text-align:left'>{e(v)}</td></tr>"
+                       for k, v in self._headline())
+        cols = "".join(f"<th title='{e(self.titles[ref])}'>{e(ref)}</th>" for ref in refs)
+        body = []
+        for r in self.results:
+            if not r.ran:
+                why = f"skipped: {r.skipped}" if r.skipped else f"error: {r.error}"
+                body.append(f"<tr><td style='text-align:left'>{e(r.scenario)}</td>"
+                            f"<td colspan='{len(refs)}' style='text-align:left'>{e(why)}</td></tr>")
+                continue
+            cells = []
+            for ref in refs:
+                d = r.deviations.get(ref)
+                if d is None:
+                    cells.append("<td style='color:#999'>-</td>")
+                    continue
+                tip = (f"max abs {d.max_abs:.3e}, max rel {d.max_rel:.3e}, "
+                       f"max ulps {d.max_ulps:.3e}, score {d.score:.3e}")
+                style = "background:#d4edda;font-weight:bold" if d.matched else ""
+                cells.append(f"<td style='{style}' title='{e(tip)}'>{d.max_ulps:.1e}</td>")
+            name = f"<td style='text-align:left' title='{e(r.point)}'>{e(r.scenario)}</td>"
+            body.append(f"<tr>{name}{''.join(cells)}</tr>")
+        return (
+            f"<table>{head}</table>"
+            "<p>max ulps against each reference; green: within tolerance; hover for abs, rel and score</p>"
+            f"<table><tr><th style='text-align:left'>scenario</th>{cols}</tr>{''.join(body)}</table>"
+        )

@@ -1,0 +1,167 @@
+"""The references: named semantics a candidate's trajectory is compared with.
+
+A :class:`Reference` wraps a plain numpy function ``(table, steps, hyper) ->
+trajectory`` (see :mod:`.adam`, :mod:`.adagrad`, :mod:`.sgd`) with its name,
+the implementations that follow it, where the semantics comes from, whether it
+could be run here or is modelled from published source, and the optional
+features it defines. :func:`expected` evaluates one on a scenario, in float64
+and (for the tolerance) in float32.
+
+The Adam references, in report order:
+
+- ``lazy``: sparse_opt LAZY = FBGEMM adam with the global ``iter`` (modelled);
+- ``dormancy_decay``: sparse_opt DORMANCY_DECAY;
+- ``dense_adamw``: dense AdamW = sparse_opt DENSE_EQUIVALENT (torch Adam / AdamW);
+- ``dense_l2``: torch.optim.Adam with coupled L2 weight decay;
+- ``lazy_l2``: lazy Adam, coupled weight decay on touched rows only;
+- ``sparse_adam``: torch SparseAdam / TF-Addons LazyAdam / HugeCTR Local, eps on sqrt(v);
+- ``rowwise_bias``: FBGEMM adam, per-row visit-count bias correction (modelled);
+- ``hugectr_lazy``: HugeCTR LazyGlobal, approximate catch-up (modelled);
+- ``hugectr_dense``: HugeCTR Global, dense, eps on sqrt(v) (modelled);
+- ``keras3_adam``: Keras 3 Adam + IndexedSlices, dense, v gets the sum of squares;
+- ``tf1_adam``: tf.compat.v1 Adam, dense, eps on sqrt(v), float32 beta powers.
+
+Adagrad: ``adagrad`` (torch / sparse_opt), ``tf_adagrad`` (TF kernel,
+duplicates in turn), ``rowwise_adagrad`` (sparse_opt row-wise = FBGEMM,
+modelled). SGD: ``sgd_lazy`` (sparse_opt LAZY), ``sgd_dense`` (torch SGD =
+sparse_opt DENSE_EQUIVALENT), ``tf_momentum`` (TF kernel, duplicates in turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from sparse_opt.conformance.case import Scenario, Step
+from sparse_opt.conformance.hyper import FAMILIES, Hyper
+from sparse_opt.conformance.semantics import adagrad, adam, sgd
+from sparse_opt.conformance.tolerance import SAFETY, Expected, floor_of, noise_in
+
+Trajectory = Callable[[np.ndarray, Sequence[Step], Hyper], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A named semantics.
+
+    Parameters
+    ----------
+    name : str
+        Short key (a report column).
+    family : {"adam", "adagrad", "sgd"}
+    title : str
+        Who implements it and what sets it apart, one line.
+    modelled : bool
+        True when written from published source only (the library could not run here).
+    supports : frozenset of str
+        Optional features it defines (see :meth:`Hyper.features`, plus
+        ``"entries"`` for incomplete rows); it does not apply to a scenario
+        using any other.
+    trajectory : callable
+        ``(table, steps, hyper) -> (T, rows, cols)`` in ``table``'s dtype.
+    """
+
+    name: str
+    family: str
+    title: str
+    modelled: bool
+    supports: frozenset[str]
+    trajectory: Trajectory
+
+    def applies_to(self, scenario: Scenario) -> bool:
+        """Whether this semantics is defined for ``scenario`` (same family, features supported)."""
+        return scenario.family == self.family and scenario.features <= self.supports
+
+    @property
+    def source(self) -> str:
+        """The reference function's docstring: equations and sources."""
+        return self.trajectory.__doc__ or ""
+
+
+def _ref(name: str, family: str, title: str, fn: Trajectory, *features: str, modelled: bool = False) -> Reference:
+    return Reference(name, family, title, modelled, frozenset(("maximize",) + features), fn)
+
+
+_WD, _ENTRIES = "weight_decay", "entries"
+
+#: Every reference, in report order (Adam, Adagrad, SGD).
+REFERENCES: tuple[Reference, ...] = (
+    _ref("lazy", "adam", "sparse_opt LAZY = FBGEMM adam, global iter (modelled from source): lazy, eps on sqrt(v_hat)",
+         adam.lazy, _WD, _ENTRIES),
+    _ref("dormancy_decay", "adam", "sparse_opt DORMANCY_DECAY: moments and decay caught up at the touch, no coasting",
+         adam.dormancy_decay, _WD, _ENTRIES),
+    _ref("dense_adamw", "adam", "dense AdamW = sparse_opt DENSE_EQUIVALENT (torch.optim.AdamW; Adam without decay)",
+         adam.dense_adamw, _WD, _ENTRIES),
+    _ref("dense_l2", "adam", "torch.optim.Adam(weight_decay): dense, coupled L2 on every row",
+         adam.dense_l2, _WD, _ENTRIES),
+    _ref("lazy_l2", "adam", "lazy Adam with coupled weight decay on touched rows only",
+         adam.lazy_l2, _WD, _ENTRIES),
+    _ref("sparse_adam", "adam", "torch.optim.SparseAdam / TF-Addons LazyAdam / HugeCTR Local: lazy, eps on sqrt(v)",
+         adam.sparse_adam, _ENTRIES),
+    _ref("rowwise_bias", "adam",
+         "FBGEMM adam with use_rowwise_bias_correction (modelled from source): bias by per-row visit count",
+         adam.rowwise_bias_correction, _WD, modelled=True),
+    _ref("hugectr_lazy", "adam",
+         "HugeCTR LazyGlobal (modelled from source): approximate catch-up, current update deferred",
+         adam.hugectr_lazy_global, modelled=True),
+    _ref("hugectr_dense", "adam", "HugeCTR Global (modelled from source): dense, eps on sqrt(v)",
+         adam.dense_eps_on_sqrt_v, modelled=True),
+    _ref("keras3_adam", "adam",
+         "Keras 3 Adam with IndexedSlices: dense moments, v gets sum of squares of duplicates, eps on sqrt(v)",
+         adam.keras3_adam, _WD),
+    _ref("tf1_adam", "adam", "tf.compat.v1 Adam: dense, eps on sqrt(v), float32 hyper-parameters and beta powers",
+         adam.tf1_adam),
+    _ref("adagrad", "adagrad", "torch.optim.Adagrad (sparse) = sparse_opt SparseAdagrad: duplicates summed",
+         adagrad.adagrad, "lr_decay", "initial_accumulator_value", _ENTRIES),
+    _ref("tf_adagrad", "adagrad", "TF raw sparse kernel ResourceSparseApplyAdagradV2: duplicates applied sequentially",
+         adagrad.sequential_duplicates, "initial_accumulator_value"),
+    _ref("rowwise_adagrad", "adagrad",
+         "sparse_opt rowwise = FBGEMM EXACT_ROWWISE_ADAGRAD (modelled from source): one accumulator per row",
+         adagrad.rowwise, "lr_decay", "initial_accumulator_value", _ENTRIES, modelled=True),
+    _ref("sgd_lazy", "sgd", "sparse_opt SparseSgd LAZY: coupled decay and momentum on touched rows only",
+         sgd.lazy, _WD, _ENTRIES),
+    _ref("sgd_dense", "sgd", "dense SGD = sparse_opt DENSE_EQUIVALENT (torch.optim.SGD, dampening 0)",
+         sgd.dense, _WD, _ENTRIES),
+    _ref("tf_momentum", "sgd",
+         "TF raw sparse kernel ResourceSparseApplyMomentum: lazy, duplicates applied sequentially, lr outside",
+         sgd.sequential_duplicates),
+)
+
+
+def references(family: str | None = None) -> tuple[Reference, ...]:
+    """The references of ``family`` (all when ``None``), in report order."""
+    if family is not None and family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    return tuple(r for r in REFERENCES if family is None or r.family == family)
+
+
+def reference(name: str) -> Reference:
+    """The reference called ``name``."""
+    for r in REFERENCES:
+        if r.name == name:
+            return r
+    raise KeyError(f"no reference named {name!r}; the names are {[r.name for r in REFERENCES]}")
+
+
+@lru_cache(maxsize=1024)
+def expected(scenario: Scenario, ref: Reference) -> Expected:
+    """``ref``'s trajectory on ``scenario`` (float64), with its tolerance (see :mod:`..tolerance`).
+
+    The reference is evaluated twice, in float64 and in float32; their largest
+    difference, scaled to the scenario's dtype, is the reference's rounding
+    noise (entries where the float32 evaluation is not finite are left out:
+    they would make the tolerance infinite). Cached per (scenario, reference).
+    """
+    if not ref.applies_to(scenario):
+        raise ValueError(f"reference {ref.name!r} does not apply to scenario {scenario.name!r}")
+    with np.errstate(all="ignore"):  # a semantics that computes 0 / 0 (say eps = 0) gives NaN, as the libraries do
+        exact = ref.trajectory(scenario.table.astype(np.float64), scenario.steps, scenario.hyper)
+        rounded = ref.trajectory(scenario.table.astype(np.float32), scenario.steps, scenario.hyper)
+        diff = np.abs(rounded - exact)
+    noise = float(diff[np.isfinite(diff)].max(initial=0.0))
+    dtype = scenario.dtype.name
+    exact.flags.writeable = False
+    return Expected(ref.name, exact, dtype, floor_of(scenario.table), SAFETY * noise_in(dtype, noise))

@@ -1,0 +1,141 @@
+r"""When is a trajectory the same as a reference's: the tolerance, and the error measures.
+
+A reference's trajectory ``x`` (float64) is compared with a candidate's ``y``
+(in the scenario's dtype ``D``), entry by entry over every step. The tolerance
+of an entry is::
+
+    tol = max(ULPS * spacing_D(max(|x|, floor)),  SAFETY * noise_D)
+
+- ``spacing_D`` is the distance to the next number of dtype ``D`` (one ulp), and
+  ``floor = max|p0| / 64`` keeps it from shrinking to nothing at an entry near
+  zero (the scenarios keep entries away from zero; the floor is a guard).
+  ``ULPS`` ulps cover a candidate that evaluates the same equations in another
+  order, with fused multiply-adds, or with a last-ulp ``sqrt`` (torch's CPU
+  ``sqrt`` is not correctly rounded).
+- ``noise_D`` is the reference's own rounding on this scenario: the reference
+  evaluated entirely in float32 (hyper-parameters rounded too) against the
+  float64 evaluation, ``max |x_f32 - x|``, scaled to ``D`` by the ratio of unit
+  roundoffs (first-order rounding errors scale with it). Where a scenario
+  amplifies rounding (long dense runs, updates that divide by a tiny
+  ``sqrt(v)``, hyper-parameters that are not exact in float32), the tolerance
+  grows with it; elsewhere it stays at a few ulps. ``SAFETY`` covers a candidate
+  whose own rounding is a few times the reference's.
+
+On the catalogue, any two references either agree within this tolerance on a
+scenario or differ there by more than two thousand times it (float32; more than
+a million times in float64): no pair lands in between, so a match or a
+mismatch is not a matter of where the line is drawn.
+
+The measures reported, over the whole trajectory: ``max_abs = max |y - x|``,
+``max_rel = max |y - x| / max(|x|, floor)``, ``max_ulps = max |y - x| /
+spacing_D(max(|x|, floor))`` and ``score = max |y - x| / tol`` (a match is
+``score <= 1``). A non-finite ``y`` scores infinity, except where ``x`` is the
+same (a NaN where the semantics computes ``0 / 0``, as with ``eps = 0``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Budget in ulps of the candidate's dtype.
+ULPS = 32
+#: Factor on the reference's own rounding noise.
+SAFETY = 8.0
+
+
+def spacing(x: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
+    """One ulp of ``dtype`` at ``|x|`` (float64 result)."""
+    return np.spacing(np.abs(np.asarray(x, dtype=np.float64)).astype(dtype)).astype(np.float64)
+
+
+def floor_of(table: np.ndarray) -> float:
+    """The magnitude below which errors are measured as at ``floor``: ``max|p0| / 64`` (1/64 for a zero table)."""
+    scale = float(np.max(np.abs(table))) if table.size else 0.0
+    return (scale if scale > 0 else 1.0) / 64.0
+
+
+def noise_in(dtype: np.dtype | str, noise_f32: float) -> float:
+    """A float32 rounding noise scaled to ``dtype`` by the ratio of unit roundoffs."""
+    return noise_f32 * float(np.finfo(dtype).eps / np.finfo(np.float32).eps)
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """How far a candidate's trajectory is from one reference's (module docstring)."""
+
+    max_abs: float
+    max_rel: float
+    max_ulps: float
+    score: float
+
+    @property
+    def matched(self) -> bool:
+        """Within tolerance everywhere."""
+        return self.score <= 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class Expected:
+    """A reference's trajectory on one scenario, with what its tolerance needs.
+
+    Parameters
+    ----------
+    reference : str
+        The reference's name.
+    trajectory : ndarray of float64, shape (T, rows, cols)
+        The table after every step.
+    dtype : str
+        The scenario's dtype (the candidate's).
+    floor : float
+        See the module docstring.
+    atol : float
+        ``SAFETY * noise_D``.
+    ulps : float
+        ``ULPS`` (kept so exported vectors state the rule they were made with).
+    """
+
+    reference: str
+    trajectory: np.ndarray
+    dtype: str
+    floor: float
+    atol: float
+    ulps: float = ULPS
+
+    def _scale(self) -> np.ndarray:
+        magnitude = np.abs(self.trajectory)
+        return np.maximum(np.where(np.isfinite(magnitude), magnitude, 0.0), self.floor)
+
+    def tolerance(self) -> np.ndarray:
+        """The entry-wise tolerance, shaped like the trajectory."""
+        return np.maximum(self.ulps * spacing(self._scale(), self.dtype), self.atol)
+
+    def _errors(self, got: np.ndarray) -> np.ndarray:
+        """``|got - expected|``; 0 where both are the same non-finite value (NaN and NaN), inf where one is."""
+        if got.shape != self.trajectory.shape:
+            raise ValueError(f"trajectory has shape {got.shape}, expected {self.trajectory.shape}")
+        y = np.asarray(got, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(y - self.trajectory)
+        same = (y == self.trajectory) | (np.isnan(y) & np.isnan(self.trajectory))
+        return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
+
+    def deviation(self, got: np.ndarray) -> Deviation:
+        """The error measures of ``got`` against this trajectory."""
+        err = self._errors(got)
+        scale = self._scale()
+        return Deviation(
+            max_abs=float(err.max()),
+            max_rel=float((err / scale).max()),
+            max_ulps=float((err / spacing(scale, self.dtype)).max()),
+            score=float((err / self.tolerance()).max()),
+        )
+
+    def first_violation(self, got: np.ndarray) -> tuple[int, int, int] | None:
+        """``(step, row, col)`` of the first entry out of tolerance (step from 1; row-major within a step), or None."""
+        bad = np.argwhere(self._errors(got) > self.tolerance())
+        if bad.size == 0:
+            return None
+        t, r, c = (int(i) for i in bad[0])
+        return t + 1, r, c

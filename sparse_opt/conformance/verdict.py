@@ -1,0 +1,136 @@
+"""``check``: run a candidate (or take a recording) through the scenarios and judge it against every reference.
+
+For every scenario the candidate ran, its trajectory is compared with each
+applicable reference's (:mod:`.tolerance`). A reference *matches* the candidate
+when it is within tolerance in every run scenario it applies to; those are the
+verdict, most scenarios first. The first divergence is measured from the
+claimed reference (the candidate's ``claims`` attribute, or the ``claims``
+argument), or, with no claim and no full match, from the closest reference: the
+first scenario (catalogue order), step, row and column out of tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from sparse_opt.conformance.case import Scenario
+from sparse_opt.conformance.catalogue import scenarios as catalogue
+from sparse_opt.conformance.recording import Recording, record
+from sparse_opt.conformance.report import Divergence, Report, ScenarioResult
+from sparse_opt.conformance.semantics import expected, references
+from sparse_opt.conformance.tolerance import Expected
+
+
+def check(
+    candidate: type | Recording,
+    *,
+    claims: str | None = None,
+    scenarios: Iterable[Scenario] | None = None,
+) -> Report:
+    """Judge a candidate against every reference of its family.
+
+    Parameters
+    ----------
+    candidate : class or Recording
+        A class following the candidate protocol (:mod:`.candidate`), run here
+        through the scenarios, or a :class:`~sparse_opt.conformance.Recording`
+        of such runs.
+    claims : str, optional
+        The reference it claims to follow; default: the candidate's ``claims``.
+    scenarios : iterable of Scenario, optional
+        Default: the catalogue's scenarios of the candidate's family.
+
+    Returns
+    -------
+    Report
+
+    Examples
+    --------
+    >>> from sparse_opt.conformance import check
+    >>> from sparse_opt.conformance.adapters.kit import KitAdamLazy
+    >>> report = check(KitAdamLazy)
+    >>> report.semantics, report.divergence
+    ('lazy', None)
+    """
+    recording = candidate if isinstance(candidate, Recording) else record(candidate, scenarios)
+    chosen = tuple(catalogue(recording.family) if scenarios is None else scenarios)
+    refs = references(recording.family)
+    expectations = {s.name: {r.name: expected(s, r) for r in refs if r.applies_to(s)} for s in chosen}
+    return judge(recording, chosen, expectations, {r.name: r.title for r in refs}, claims)
+
+
+def judge(
+    recording: Recording,
+    scenarios: Iterable[Scenario],
+    expectations: Mapping[str, Mapping[str, Expected]],
+    titles: Mapping[str, str],
+    claims: str | None = None,
+) -> Report:
+    """The report for ``recording`` given each scenario's expected trajectories (by reference name).
+
+    The engine behind :func:`check` and :func:`~sparse_opt.conformance.vectors.check_vectors`
+    (whose expectations come from exported files).
+    """
+    claims = claims or recording.claims
+    if claims is not None and claims not in titles:
+        raise ValueError(f"claims = {claims!r} is not a {recording.family} reference; choose one of {list(titles)}")
+    scenarios = tuple(scenarios)
+    results = [_result(recording, s, expectations[s.name]) for s in scenarios]
+    tally = {}
+    for ref in titles:
+        devs = [r.deviations[ref] for r in results if r.ran and ref in r.deviations]
+        tally[ref] = (sum(d.matched for d in devs), len(devs))
+    verdict = tuple(sorted((ref for ref, (m, n) in tally.items() if n and m == n), key=lambda ref: -tally[ref][1]))
+    closest = verdict[0] if verdict else _nearest(results, tally)
+    target = claims if claims else (None if verdict else closest)
+    divergence = None
+    if target is not None:
+        divergence = _first_divergence(recording, scenarios, expectations, target)
+    return Report(
+        recording.candidate, recording.family, claims, tuple(results), dict(titles), tally, verdict, closest, divergence
+    )
+
+
+def _result(recording: Recording, scenario: Scenario, expected_by_ref: Mapping[str, Expected]) -> ScenarioResult:
+    run = recording.runs.get(scenario.name)
+    if run is None:
+        return ScenarioResult(scenario.name, scenario.point, {}, skipped="not in the recording")
+    if run.fingerprint != scenario.fingerprint:
+        stale = "the recording is stale (the scenario's definition changed): regenerate it"
+        return ScenarioResult(scenario.name, scenario.point, {}, error=stale)
+    if run.trajectory is None:
+        return ScenarioResult(scenario.name, scenario.point, {}, skipped=run.skipped, error=run.error)
+    devs = {ref: e.deviation(run.trajectory) for ref, e in expected_by_ref.items()}
+    return ScenarioResult(scenario.name, scenario.point, devs)
+
+
+def _nearest(results: list[ScenarioResult], tally: Mapping[str, tuple[int, int]]) -> str | None:
+    """The reference matched in most scenarios; ties to the smallest total log-score."""
+    def log_score(ref: str) -> float:
+        return sum(math.log1p(min(r.deviations[ref].score, 1e300)) for r in results if ref in r.deviations)
+
+    candidates = [ref for ref, (_, n) in tally.items() if n]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda ref: (-tally[ref][0], log_score(ref)))
+
+
+def _first_divergence(
+    recording: Recording,
+    scenarios: tuple[Scenario, ...],
+    expectations: Mapping[str, Mapping[str, Expected]],
+    target: str,
+) -> Divergence | None:
+    for s in scenarios:
+        run = recording.runs.get(s.name)
+        e = expectations[s.name].get(target)
+        if run is None or run.trajectory is None or e is None or run.fingerprint != s.fingerprint:
+            continue
+        where = e.first_violation(run.trajectory)
+        if where is not None:
+            t, row, col = where
+            tol = float(e.tolerance()[t - 1, row, col])
+            got, want = float(run.trajectory[t - 1, row, col]), float(e.trajectory[t - 1, row, col])
+            return Divergence(target, s.name, t, row, col, want, got, tol)
+    return None

@@ -1,0 +1,84 @@
+"""Record the real libraries' runs of the conformance scenarios, so tests and notebooks need no torch or TF.
+
+Run it with every interpreter that has one of the libraries; each records the
+adapters whose library it can import and leaves the other files alone::
+
+    /work/venvs/torch/bin/python tests/conformance/make_recordings.py   # torch 2.13.0
+    /work/venvs/tf/bin/python tests/conformance/make_recordings.py      # tensorflow-cpu 2.21.0
+
+Each adapter of :mod:`sparse_opt.conformance.adapters.torch_optim` and
+:mod:`...tf_kernels` goes through every scenario of its family; its runs
+(trajectories, skipped scenarios with the reason, errors, the scenarios'
+fingerprints, the library versions) are written to ``<AdapterClass>.npz`` here
+by :meth:`sparse_opt.conformance.Recording.save`. The scenarios are
+deterministic, so a rerun on the same machine rewrites nothing and prints
+``unchanged``; a changed scenario changes its fingerprint and the file.
+``tests/test_conformance_libraries.py`` checks the recorded verdicts with numpy
+only, and re-runs the libraries live where they import.
+
+FBGEMM (its CPU wheels do not load beside torch 2.13 here) and HugeCTR (CUDA
+only) are not recorded: their references are modelled from published source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sparse_opt.conformance import Recording, record
+
+OUT_DIR = Path(__file__).resolve().parent
+
+
+def _same(path: Path, new: Recording) -> bool:
+    if not path.exists():
+        return False
+    old = Recording.load(path)
+    if (old.candidate, old.family, old.claims, old.versions) != (new.candidate, new.family, new.claims, new.versions):
+        return False
+    if old.runs.keys() != new.runs.keys():
+        return False
+    for name, run in new.runs.items():
+        was = old.runs[name]
+        if (was.fingerprint, was.skipped, was.error) != (run.fingerprint, run.skipped, run.error):
+            return False
+        if (was.trajectory is None) != (run.trajectory is None):
+            return False
+        if run.trajectory is not None and not np.array_equal(was.trajectory, run.trajectory):
+            return False
+    return True
+
+
+def _versions(*modules: str) -> dict[str, str]:
+    return {m: importlib.import_module(m).__version__ for m in ("numpy",) + modules}
+
+
+def main() -> None:
+    groups = []
+    if importlib.util.find_spec("torch"):
+        from sparse_opt.conformance.adapters import torch_optim
+
+        groups.append((torch_optim.CANDIDATES, _versions("torch")))
+    if importlib.util.find_spec("tensorflow"):
+        from sparse_opt.conformance.adapters import tf_kernels
+
+        groups.append((tf_kernels.CANDIDATES, _versions("tensorflow", "keras")))
+    if not groups:
+        raise SystemExit("neither torch nor tensorflow is importable: nothing to record")
+    for candidates, versions in groups:
+        for candidate in candidates:
+            recording = record(candidate, versions=versions)
+            path = OUT_DIR / f"{candidate.__name__}.npz"
+            if _same(path, recording):
+                print(f"unchanged  {path.name}")
+                continue
+            recording.save(path)
+            skipped = {n: r.skipped for n, r in recording.runs.items() if r.skipped}
+            print(f"wrote      {path.name}  ({len(recording.runs) - len(skipped)} runs; skipped {json.dumps(skipped)})")
+
+
+if __name__ == "__main__":
+    main()
