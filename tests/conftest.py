@@ -13,3 +13,6 @@ settings.register_profile(
 )
 settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# Generator scripts, not tests: they import torch / TensorFlow (make goldens runs them).
+collect_ignore_glob = ["golden/make_*.py", "conformance/make_*.py"]

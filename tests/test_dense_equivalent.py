@@ -362,7 +362,7 @@ def test_sgd_lazy_differs_from_dense_and_dormancy_decay_is_refused():
         so.SparseSgdConfig(lr=0.1, mode="dormancy_decay")
     p = np.array([1.0, 1.0])
     lazy = so.SparseSgd(p, so.SparseSgdConfig(lr=0.1, weight_decay=0.5))
-    with pytest.raises(ValueError, match="catch_up needs mode DENSE_EQUIVALENT"):
+    with pytest.raises(ValueError, match="catch_up is for mode DENSE_EQUIVALENT: this optimizer.s mode is LAZY"):
         lazy.catch_up()
     assert lazy.last_step is None
 
