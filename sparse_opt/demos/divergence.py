@@ -1,4 +1,4 @@
-"""How far lazy Adam drifts from dense Adam on a real (small) embedding problem.
+"""Lazy Adam against dense Adam on a small Zipfian embedding model: a tuned, seeded experiment.
 
 Behind ``notebooks/04_divergence_from_dense_adam.ipynb``. The model is a logistic
 factorisation model on one embedding table ``E`` (``num_rows x dim``): an example
@@ -9,77 +9,141 @@ is a pair of Zipf-distributed row ids ``(a, b)`` with a binary label, and::
 
 Labels come from a hidden *teacher* table ``T`` of the same shape:
 ``y ~ Bernoulli(sigmoid(T[a] . T[b]))``, so the teacher's own loss is the best
-a model can expect.
+a model can expect. The gradient with respect to ``E`` only has rows ``a`` and
+``b`` of each example, so :func:`logistic_grad` builds it with
+:meth:`~sparse_opt.CsrGradient.from_rows` (repeated rows summed), exactly as an
+embedding lookup's backward pass does.
 
-The gradient with respect to ``E`` only has rows ``a`` and ``b`` of each
-example, so :func:`logistic_grad` builds it with :meth:`~sparse_opt.CsrGradient.from_rows`
-(repeated rows summed), exactly as an embedding lookup's backward pass does.
+Four optimizers are trained in lockstep on the same batches (:func:`train`),
+each computing its gradient at its own table: the three lazy modes of
+:class:`~sparse_opt.SparseAdamTable` (``LAZY``, ``DORMANCY_DECAY`` and
+``DENSE_EQUIVALENT``, which calls ``catch_up(ids)`` before each lookup) and
+:class:`~sparse_opt.DenseAdam`, fed ``csr.to_dense()``.
 
-:func:`train_side_by_side` trains LAZY, DORMANCY_DECAY (both
-:class:`~sparse_opt.SparseAdamTable`) and :class:`~sparse_opt.DenseAdam` (fed
-``csr.to_dense()``) from the same initial table on the same batches.
+**Seeds side by side.** A :class:`Problem` holds one independent problem per
+seed (its own teacher, initial table, batches, validation and test sets) in one
+*block* of rows of a stacked table: seed ``j`` owns rows ``j * num_rows ..
+(j + 1) * num_rows - 1``. Adam updates each coordinate from that coordinate's
+own state and gradient only, and each block's gradient is the gradient of that
+seed's own mean loss, so the blocks never interact: training the stack is
+training each seed on its own, at the per-step overhead of one run (tested).
+
+The rest summarises a run or a learning-rate sweep: divergence from dense Adam
+by a row's gap between touches (:func:`divergence_by_gap`), the learning rate
+each method does best at on validation (:func:`choose_lrs`), test losses at
+those rates with their spread over seeds (:func:`tuned_results`), the work and
+state each method needs (:func:`state_bytes`), and the figures.
 """
 
 from __future__ import annotations
 
+import time
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from sparse_opt import CsrGradient, DenseAdam, LazyAdamMode, SparseAdamConfig, SparseAdamTable
+from sparse_opt import CsrGradient, DenseAdam, LazyMode, SparseAdamConfig, SparseAdamTable
 from sparse_opt.demos.data import zipf_ids
+from sparse_opt.demos.figures import LEGEND, finish, new_figure
 
-#: The three optimizers compared, in plotting order.
-OPTIMIZERS: tuple[str, ...] = ("lazy", "dormancy_decay", "dense")
+#: The four optimizers compared, in plotting order: the three lazy modes, then dense Adam.
+METHODS: tuple[str, ...] = ("lazy", "dormancy_decay", "dense_equivalent", "dense")
 
-#: The two lazy modes whose divergence from dense Adam is measured.
-LAZY_MODES: tuple[str, ...] = ("lazy", "dormancy_decay")
+#: The lazy modes, whose distance from dense Adam's table is measured.
+LAZY_MODES: tuple[str, ...] = ("lazy", "dormancy_decay", "dense_equivalent")
 
 #: Human-readable name of each optimizer.
-LABELS: dict[str, str] = {"lazy": "LAZY", "dormancy_decay": "DORMANCY_DECAY", "dense": "dense Adam"}
+LABELS: dict[str, str] = {
+    "lazy": "LAZY",
+    "dormancy_decay": "DORMANCY_DECAY",
+    "dense_equivalent": "DENSE_EQUIVALENT",
+    "dense": "dense Adam",
+}
 
-#: Bucket edges on a row's mean gap between touches (steps / touches).
-GAP_EDGES: tuple[float, ...] = (1.0, 3.0, 10.0, 30.0, 100.0, np.inf)
+#: Bucket edges on a row's mean gap between touches (steps per touch): the time
+#: constants 1 / (1 - beta1) = 10 and 1 / (1 - beta2) = 1000 of the default betas.
+GAP_EDGES: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0, np.inf)
 
-_COLORS: dict[str, str] = {"lazy": "tab:red", "dormancy_decay": "tab:blue", "dense": "0.3"}
+#: Divergences below this are drawn at it on the log-scale plots (an exact 0 has no logarithm).
+PLOT_FLOOR = 1e-16
+
+_COLORS: dict[str, str] = {
+    "lazy": "tab:red",
+    "dormancy_decay": "tab:blue",
+    "dense_equivalent": "tab:green",
+    "dense": "0.25",
+}
+_MARKERS: dict[str, str] = {"lazy": "o", "dormancy_decay": "s", "dense_equivalent": "^", "dense": "x"}
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A seeded training problem: initial table, batches and a held-out set.
+    """Seeded training problems, one block of table rows per seed.
 
     Attributes
     ----------
-    teacher : ndarray of float64, shape (num_rows, dim)
-        The table that generated the labels: ``P(y = 1) = sigmoid(T[a] . T[b])``.
-    init : ndarray of float64, shape (num_rows, dim)
-        Initial embedding table (shared by the three optimizers).
-    pairs : ndarray of int64, shape (num_steps, batch_size, 2)
-        Row ids ``(a, b)`` of every training example, batch by batch.
-    labels : ndarray of float64, shape (num_steps, batch_size)
+    seeds : tuple of int
+        One independent problem per seed; block ``j`` (rows ``j * num_rows`` to
+        ``(j + 1) * num_rows - 1`` of every table) belongs to ``seeds[j]``.
+    teacher : ndarray of float64, shape (num_seeds * num_rows, dim)
+        The tables that generated the labels: ``P(y = 1) = sigmoid(T[a] . T[b])``.
+    init : ndarray of float64, shape (num_seeds * num_rows, dim)
+        Initial embedding tables (shared by the four optimizers).
+    pairs : ndarray of int64, shape (num_steps, num_seeds * batch_size, 2)
+        Row ids ``(a, b)`` of every training example, step by step; entries
+        ``j * batch_size .. (j + 1) * batch_size - 1`` of a step are seed ``j``'s
+        batch, with ids in its block.
+    labels : ndarray of float64, shape (num_steps, num_seeds * batch_size)
         Their 0/1 labels.
-    eval_pairs : ndarray of int64, shape (num_eval, 2)
-    eval_labels : ndarray of float64, shape (num_eval,)
-        A held-out set drawn from the same distribution.
+    valid_pairs, test_pairs : ndarray of int64, shape (num_seeds, n, 2)
+    valid_labels, test_labels : ndarray of float64, shape (num_seeds, n)
+        Per seed, a validation set (to choose learning rates) and a test set
+        (to report), drawn from the same distribution as the batches.
+    num_rows : int
+        Rows per seed (per block).
+    batch_size : int
+        Examples per step and seed.
     skew : float
         Zipf exponent of the row ids.
     """
 
+    seeds: tuple[int, ...]
     teacher: np.ndarray
     init: np.ndarray
     pairs: np.ndarray
     labels: np.ndarray
-    eval_pairs: np.ndarray
-    eval_labels: np.ndarray
+    valid_pairs: np.ndarray
+    valid_labels: np.ndarray
+    test_pairs: np.ndarray
+    test_labels: np.ndarray
+    num_rows: int
+    batch_size: int
     skew: float
 
+    @property
+    def num_seeds(self) -> int:
+        return len(self.seeds)
 
-def _frobenius(x: np.ndarray) -> float:
+    @property
+    def num_steps(self) -> int:
+        return int(self.pairs.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.init.shape[1])
+
+    def block(self, j: int) -> slice:
+        """The rows of seed ``seeds[j]`` in the stacked tables."""
+        return slice(j * self.num_rows, (j + 1) * self.num_rows)
+
+
+def _frobenius_sq(x: np.ndarray) -> float:
     # elementwise + pairwise sum, not BLAS: the same bits on every machine
-    return float(np.sqrt(np.sum(x * x)))
+    return float(np.sum(x * x))
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -88,59 +152,75 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def make_problem(
-    num_rows: int = 2000,
+    seeds: Sequence[int] = (0,),
+    num_rows: int = 4000,
     dim: int = 8,
-    skew: float = 1.1,
-    num_steps: int = 300,
-    batch_size: int = 256,
-    num_eval: int = 4096,
+    skew: float = 1.3,
+    num_steps: int = 12000,
+    batch_size: int = 64,
+    num_valid: int = 8192,
+    num_test: int = 32768,
     teacher_scale: float = 2.0,
     init_scale: float = 0.1,
-    seed: int = 0,
 ) -> Problem:
-    """Draw a teacher table, an initial table, all training batches and a held-out set.
+    """Draw, for each seed, a teacher table, an initial table, all batches, a validation and a test set.
+
+    Each seed's block is drawn from its own ``numpy.random.default_rng(seed)``, so
+    it is the same whichever other seeds are stacked with it.
 
     Parameters
     ----------
+    seeds : sequence of int
+        One problem per seed (distinct, at least one).
     num_rows, dim : int
-        Table shape.
+        Table shape of one seed.
     skew : float
         Zipf exponent of both ids of a pair (:func:`~sparse_opt.demos.data.zipf_ids`).
     num_steps, batch_size : int
-        Number of batches and examples per batch.
-    num_eval : int
-        Size of the held-out set.
+        Number of steps, and examples per step and seed.
+    num_valid, num_test : int
+        Sizes of the validation and test sets of each seed.
     teacher_scale : float
         The teacher's entries are normal with variance ``teacher_scale / sqrt(dim)``,
         so its logits ``T[a] . T[b]`` have standard deviation about ``teacher_scale``.
     init_scale : float
         Standard deviation of the initial table's entries.
-    seed : int
-        Seeds everything.
 
     Returns
     -------
     Problem
     """
-    rng = np.random.default_rng(seed)
-    teacher = np.sqrt(teacher_scale / np.sqrt(dim)) * rng.standard_normal((num_rows, dim))
-    init = init_scale * rng.standard_normal((num_rows, dim))
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {seeds}")
+    blocks = []
+    for j, seed in enumerate(seeds):
+        rng = np.random.default_rng(seed)
+        teacher = np.sqrt(teacher_scale / np.sqrt(dim)) * rng.standard_normal((num_rows, dim))
+        init = init_scale * rng.standard_normal((num_rows, dim))
 
-    def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
-        pairs = zipf_ids(num_rows, 2 * n, skew, rng).reshape(n, 2)
-        logits = np.sum(teacher[pairs[:, 0]] * teacher[pairs[:, 1]], axis=1)
-        labels = (rng.random(n) < _sigmoid(logits)).astype(np.float64)
-        return pairs, labels
+        def draw(
+            n: int, rng: np.random.Generator = rng, teacher: np.ndarray = teacher
+        ) -> tuple[np.ndarray, np.ndarray]:
+            pairs = zipf_ids(num_rows, 2 * n, skew, rng).reshape(n, 2)
+            logits = np.sum(teacher[pairs[:, 0]] * teacher[pairs[:, 1]], axis=1)
+            labels = (rng.random(n) < _sigmoid(logits)).astype(np.float64)
+            return pairs + j * num_rows, labels
 
-    pairs, labels = draw(num_steps * batch_size)
-    eval_pairs, eval_labels = draw(num_eval)
+        train = draw(num_steps * batch_size)
+        blocks.append((teacher, init, train, draw(num_valid), draw(num_test)))
     return Problem(
-        teacher=teacher,
-        init=init,
-        pairs=pairs.reshape(num_steps, batch_size, 2),
-        labels=labels.reshape(num_steps, batch_size),
-        eval_pairs=eval_pairs,
-        eval_labels=eval_labels,
+        seeds=seeds,
+        teacher=np.concatenate([b[0] for b in blocks]),
+        init=np.concatenate([b[1] for b in blocks]),
+        pairs=np.concatenate([b[2][0].reshape(num_steps, batch_size, 2) for b in blocks], axis=1),
+        labels=np.concatenate([b[2][1].reshape(num_steps, batch_size) for b in blocks], axis=1),
+        valid_pairs=np.stack([b[3][0] for b in blocks]),
+        valid_labels=np.stack([b[3][1] for b in blocks]),
+        test_pairs=np.stack([b[4][0] for b in blocks]),
+        test_labels=np.stack([b[4][1] for b in blocks]),
+        num_rows=int(num_rows),
+        batch_size=int(batch_size),
         skew=float(skew),
     )
 
@@ -151,18 +231,25 @@ def logistic_loss(table: np.ndarray, pairs: np.ndarray, labels: np.ndarray) -> f
     return float(np.mean(np.logaddexp(0.0, z) - labels * z))
 
 
-def logistic_grad(table: np.ndarray, pairs: np.ndarray, labels: np.ndarray) -> CsrGradient:
-    """Gradient of :func:`logistic_loss` with respect to ``table``, as an embedding lookup's.
+def logistic_grad(
+    table: np.ndarray, pairs: np.ndarray, labels: np.ndarray, batch_size: int | None = None
+) -> CsrGradient:
+    """Gradient of the logistic loss with respect to ``table``, as an embedding lookup's.
 
-    ``d loss / d z_i = (sigmoid(z_i) - y_i) / n``; row ``a_i`` receives that times
-    ``table[b_i]`` and row ``b_i`` that times ``table[a_i]`` (a pair ``a == b``
-    gets both, i.e. twice, as ``d(E[a] . E[a]) / dE[a] = 2 E[a]``).
+    ``d loss / d z_i = (sigmoid(z_i) - y_i) / batch_size``; row ``a_i`` receives
+    that times ``table[b_i]`` and row ``b_i`` that times ``table[a_i]`` (a pair
+    ``a == b`` gets both, i.e. twice, as ``d(E[a] . E[a]) / dE[a] = 2 E[a]``).
 
     Parameters
     ----------
     table : ndarray, shape (num_rows, dim)
     pairs : ndarray of int, shape (n, 2)
     labels : ndarray, shape (n,)
+    batch_size : int, optional
+        The loss is a mean over this many examples; default ``n``, the gradient
+        of :func:`logistic_loss`. With the batches of several seeds side by side
+        (:class:`Problem`), ``Problem.batch_size``: the gradient of the sum of
+        each seed's own mean loss.
 
     Returns
     -------
@@ -172,255 +259,631 @@ def logistic_grad(table: np.ndarray, pairs: np.ndarray, labels: np.ndarray) -> C
     """
     rows_a, rows_b = table[pairs[:, 0]], table[pairs[:, 1]]
     z = np.sum(rows_a * rows_b, axis=1)
-    dz = (_sigmoid(z) - labels) / labels.size
+    dz = (_sigmoid(z) - labels) / (labels.size if batch_size is None else batch_size)
     row_ids = np.concatenate([pairs[:, 0], pairs[:, 1]])
     row_grads = np.concatenate([dz[:, None] * rows_b, dz[:, None] * rows_a])
     return CsrGradient.from_rows(row_ids, row_grads, table.shape[0])
 
 
+# -- how rarely rows are touched ------------------------------------------------------
+
+
+def touch_counts(problem: Problem) -> np.ndarray:
+    """Number of steps at which each row of the stacked table receives a gradient, int64 ``(num_seeds * num_rows,)``."""
+    return np.bincount(_touches(problem) // problem.num_steps, minlength=problem.init.shape[0]).astype(np.int64)
+
+
+def mean_gaps(problem: Problem) -> np.ndarray:
+    """Each row's mean gap between touches, ``num_steps / touches`` (``inf`` for a row never touched)."""
+    counts = touch_counts(problem)
+    gaps = np.full(counts.shape, np.inf)
+    gaps[counts > 0] = problem.num_steps / counts[counts > 0]
+    return gaps
+
+
+def dormant_spells(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Every stretch between two consecutive touches of a row: ``(rows, lengths)``, int64, 1-D.
+
+    A row touched at steps ``s`` and ``t`` (and not in between) has a spell of
+    length ``t - s``: ``t - s - 1`` dormant steps, then the touch. Its steps
+    before the first touch are not a spell (its moments are still zero then).
+    Sorted by row, then by step.
+    """
+    key = _touches(problem)
+    row, step = key // problem.num_steps, key % problem.num_steps
+    same_row = row[1:] == row[:-1]
+    return row[1:][same_row], (step[1:] - step[:-1])[same_row]
+
+
+def _touches(problem: Problem) -> np.ndarray:
+    """Sorted unique ``row * num_steps + step`` over every (row, step) with a gradient."""
+    steps = np.repeat(np.arange(problem.num_steps, dtype=np.int64), problem.pairs.shape[1] * 2)
+    return np.unique(problem.pairs.reshape(-1) * problem.num_steps + steps)
+
+
+# -- training -------------------------------------------------------------------------
+
+
+def make_optimizer(
+    method: str, table: np.ndarray, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+) -> SparseAdamTable | DenseAdam:
+    """The optimizer of ``method`` (one of :data:`METHODS`) over ``table`` (updated in place)."""
+    if method == "dense":
+        return DenseAdam(table, lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+    if method not in LAZY_MODES:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    return SparseAdamTable(table, SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode=LazyMode(method)))
+
+
+def training_step(
+    method: str,
+    opt: SparseAdamTable | DenseAdam,
+    table: np.ndarray,
+    pairs: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int | None = None,
+) -> CsrGradient:
+    """One step of the embedding training loop; returns the gradient it applied.
+
+    ``DENSE_EQUIVALENT`` first brings the rows about to be looked up current
+    (``opt.catch_up(ids)``), so the lookup reads exactly what dense Adam holds;
+    then every method looks the rows up, computes the loss's row gradients
+    (:func:`logistic_grad`) and steps: the lazy modes with the sparse gradient,
+    dense Adam with ``csr.to_dense()``.
+    """
+    if method == "dense_equivalent":
+        opt.catch_up(pairs.reshape(-1))
+    grad = logistic_grad(table, pairs, labels, batch_size)
+    opt.step(grad.to_dense() if method == "dense" else grad)  # type: ignore[arg-type]
+    return grad
+
+
 @dataclass(frozen=True)
-class SideBySide:
-    """Result of :func:`train_side_by_side`.
+class Work:
+    """What one method did over a run (all seeds together).
 
     Attributes
     ----------
-    divergence : dict of str to ndarray, shape (num_steps,)
-        For ``"lazy"`` and ``"dormancy_decay"``: after each step,
-        ``||E_mode - E_dense||_F / ||E_dense - E_init||_F``, the distance from
-        dense Adam's table relative to how far dense Adam has moved.
-    eval_steps : ndarray of int64
-        Steps at which the held-out loss was measured (0 = initial table).
-    eval_loss : dict of str to ndarray
-        Held-out loss at ``eval_steps``, per optimizer.
-    teacher_loss : float
-        Held-out loss of the teacher table (the best to expect).
-    tables : dict of str to ndarray
-        Final tables, per optimizer.
-    init : ndarray
-        The initial table.
-    touch_counts : ndarray of int64, shape (num_rows,)
-        Number of steps at which each row received a gradient.
-    num_steps : int
-    skew, lr, beta1, beta2 : float
-        The problem's Zipf exponent and the Adam hyper-parameters used.
+    entries_stepped : int
+        Table entries its steps updated (dense Adam: the whole table every step).
+    entries_caught_up : int
+        Entries ``catch_up`` brought current before the lookups (DENSE_EQUIVALENT
+        only; 0 otherwise): those of the looked-up rows not touched at the step before.
+    dormant_steps_caught_up : int
+        The dormant steps those catch-ups applied, summed over the caught-up rows.
+    rows_caught_up : int
+        The rows behind ``entries_caught_up``.
+    seconds : float
+        Wall time of its training steps (gradient included), evaluation excluded.
     """
 
-    divergence: dict[str, np.ndarray]
-    eval_steps: np.ndarray
-    eval_loss: dict[str, np.ndarray]
-    teacher_loss: float
-    tables: dict[str, np.ndarray]
-    init: np.ndarray
-    touch_counts: np.ndarray
-    num_steps: int
-    skew: float
+    entries_stepped: int
+    entries_caught_up: int
+    dormant_steps_caught_up: int
+    rows_caught_up: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Run:
+    """The four methods trained in lockstep at one learning rate: result of :func:`train`.
+
+    Per-seed arrays have the seeds on axis 0.
+
+    Attributes
+    ----------
+    lr, beta1, beta2, eps : float
+    eval_steps : ndarray of int64
+        Steps after which the validation loss and the divergences were measured (0 = initial tables).
+    valid_loss : dict of str to ndarray, shape (num_seeds, len(eval_steps))
+        Validation loss per method.
+    test_loss : dict of str to ndarray, shape (num_seeds,)
+        Test loss of the final tables, per method.
+    divergence : dict of str to ndarray, shape (num_seeds, len(eval_steps))
+        Per lazy mode: ``||E_mode - E_dense||_F / ||E_dense - E_0||_F`` over the
+        seed's block, the distance from dense Adam's table relative to how far
+        dense Adam has moved (0 where dense Adam has not moved yet).
+    max_difference : dict of str to ndarray, shape (num_seeds, len(eval_steps))
+        Per lazy mode: ``max |E_mode - E_dense| / max |E_dense|`` over the block.
+    tables : dict of str to ndarray
+        Final stacked tables, per method (DENSE_EQUIVALENT's caught up).
+    work : dict of str to Work
+    """
+
     lr: float
     beta1: float
     beta2: float
+    eps: float
+    eval_steps: np.ndarray
+    valid_loss: dict[str, np.ndarray]
+    test_loss: dict[str, np.ndarray]
+    divergence: dict[str, np.ndarray]
+    max_difference: dict[str, np.ndarray]
+    tables: dict[str, np.ndarray]
+    work: dict[str, Work]
 
 
-def train_side_by_side(
+def train(
     problem: Problem,
-    lr: float = 0.01,
+    lr: float,
     beta1: float = 0.9,
     beta2: float = 0.999,
     eps: float = 1e-8,
-    eval_every: int = 10,
-) -> SideBySide:
-    """Train LAZY, DORMANCY_DECAY and dense Adam from ``problem.init`` on the same batches.
+    eval_every: int = 500,
+) -> Run:
+    """Train the four :data:`METHODS` from ``problem.init`` on the same batches, in lockstep.
 
-    Each optimizer computes the gradient at its own table (so the runs can drift
-    apart); dense Adam receives that gradient as ``csr.to_dense()``. Everything
-    is float64. Costs O(num_steps * (batch_size * dim + num_rows * dim)).
+    Each method computes its gradient at its own table (:func:`training_step`),
+    so the runs can drift apart. At step 0, every ``eval_every`` steps and at the
+    end, DENSE_EQUIVALENT's whole table is caught up (``catch_up()``: the
+    evaluation reads every row) and the validation losses and distances from
+    dense Adam's table are measured per seed. Everything is float64.
 
     Parameters
     ----------
     problem : Problem
-        From :func:`make_problem`.
     lr, beta1, beta2, eps : float
-        Adam hyper-parameters shared by the three optimizers.
+        Adam's hyper-parameters, the same for the four methods.
     eval_every : int
-        Held-out loss every this many steps (and at steps 0 and ``num_steps``).
+        Steps between evaluations.
 
     Returns
     -------
-    SideBySide
+    Run
     """
-    num_steps = problem.pairs.shape[0]
-    tables = {name: problem.init.copy() for name in OPTIMIZERS}
-    config = {"lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps}
-    sparse = {
-        "lazy": SparseAdamTable(tables["lazy"], SparseAdamConfig(**config, mode=LazyAdamMode.LAZY)),
-        "dormancy_decay": SparseAdamTable(
-            tables["dormancy_decay"], SparseAdamConfig(**config, mode=LazyAdamMode.DORMANCY_DECAY)
-        ),
-    }
-    dense = DenseAdam(tables["dense"], **config)
+    tables = {name: problem.init.copy() for name in METHODS}
+    opts = {name: make_optimizer(name, tables[name], lr, beta1, beta2, eps) for name in METHODS}
+    num_steps, seeds, dim = problem.num_steps, problem.num_seeds, problem.dim
     eval_steps = np.unique(np.r_[np.arange(0, num_steps, eval_every), num_steps]).astype(np.int64)
-    eval_loss = {name: np.empty(eval_steps.size) for name in OPTIMIZERS}
-    divergence = {name: np.empty(num_steps) for name in LAZY_MODES}
-    touch_counts = np.zeros(problem.init.shape[0], dtype=np.int64)
+    valid = {name: np.empty((seeds, eval_steps.size)) for name in METHODS}
+    divergence = {name: np.empty((seeds, eval_steps.size)) for name in LAZY_MODES}
+    max_diff = {name: np.empty((seeds, eval_steps.size)) for name in LAZY_MODES}
+    stepped = dict.fromkeys(METHODS, 0)
+    seconds = dict.fromkeys(METHODS, 0.0)
+    caught = dormant = caught_rows = 0
+    de = opts["dense_equivalent"]
     next_eval = 0
-
     for k in range(num_steps + 1):
         if k == eval_steps[next_eval]:
-            for name in OPTIMIZERS:
-                eval_loss[name][next_eval] = logistic_loss(tables[name], problem.eval_pairs, problem.eval_labels)
+            de.catch_up()  # type: ignore[union-attr]
+            _evaluate(problem, tables, next_eval, valid, divergence, max_diff)
             next_eval += 1
         if k == num_steps:
             break
         pairs, labels = problem.pairs[k], problem.labels[k]
-        for name, opt in sparse.items():
-            opt.step(logistic_grad(tables[name], pairs, labels))
-        grad = logistic_grad(tables["dense"], pairs, labels)
-        dense.step(grad.to_dense())
-        touch_counts[grad.touched_rows] += 1
-        moved = _frobenius(tables["dense"] - problem.init)
-        for name in LAZY_MODES:
-            divergence[name][k] = _frobenius(tables[name] - tables["dense"]) / moved
-
-    return SideBySide(
-        divergence=divergence,
-        eval_steps=eval_steps,
-        eval_loss=eval_loss,
-        teacher_loss=logistic_loss(problem.teacher, problem.eval_pairs, problem.eval_labels),
-        tables=tables,
-        init=problem.init,
-        touch_counts=touch_counts,
-        num_steps=num_steps,
-        skew=problem.skew,
+        ids = np.unique(pairs)
+        last = de.last_step[ids, 0]  # type: ignore[union-attr, index]
+        stale = last < k
+        caught_rows += int(stale.sum())
+        dormant += int((k - last[stale]).sum())
+        for name in METHODS:
+            start = time.perf_counter()
+            grad = training_step(name, opts[name], tables[name], pairs, labels, problem.batch_size)
+            seconds[name] += time.perf_counter() - start
+            stepped[name] += tables[name].size if name == "dense" else grad.nnz
+    caught = caught_rows * dim
+    work = {
+        name: Work(
+            entries_stepped=stepped[name],
+            entries_caught_up=caught if name == "dense_equivalent" else 0,
+            dormant_steps_caught_up=dormant if name == "dense_equivalent" else 0,
+            rows_caught_up=caught_rows if name == "dense_equivalent" else 0,
+            seconds=seconds[name],
+        )
+        for name in METHODS
+    }
+    test = {
+        name: np.array(
+            [logistic_loss(tables[name], problem.test_pairs[j], problem.test_labels[j]) for j in range(seeds)]
+        )
+        for name in METHODS
+    }
+    return Run(
         lr=float(lr),
         beta1=float(beta1),
         beta2=float(beta2),
+        eps=float(eps),
+        eval_steps=eval_steps,
+        valid_loss=valid,
+        test_loss=test,
+        divergence=divergence,
+        max_difference=max_diff,
+        tables=tables,
+        work=work,
     )
 
 
-def divergence_by_frequency(result: SideBySide, gap_edges: tuple[float, ...] = GAP_EDGES) -> dict[str, object]:
-    """Final divergence from dense Adam, and distance travelled, per bucket of touch frequency.
+def _evaluate(
+    problem: Problem,
+    tables: dict[str, np.ndarray],
+    i: int,
+    valid: dict[str, np.ndarray],
+    divergence: dict[str, np.ndarray],
+    max_diff: dict[str, np.ndarray],
+) -> None:
+    for j in range(problem.num_seeds):
+        rows = problem.block(j)
+        for name in METHODS:
+            valid[name][j, i] = logistic_loss(tables[name], problem.valid_pairs[j], problem.valid_labels[j])
+        dense = tables["dense"][rows]
+        moved = _frobenius_sq(dense - problem.init[rows])
+        scale = float(np.max(np.abs(dense)))
+        for name in LAZY_MODES:
+            diff = tables[name][rows] - dense
+            divergence[name][j, i] = np.sqrt(_frobenius_sq(diff) / moved) if moved > 0 else 0.0
+            max_diff[name][j, i] = float(np.max(np.abs(diff))) / scale
 
-    A row's mean gap is ``num_steps / touch_count`` (1 = touched every step).
-    Rows never touched are left out (no optimizer moves them).
 
-    Parameters
-    ----------
-    result : SideBySide
-    gap_edges : tuple of float
-        Ascending bucket edges on the mean gap; bucket ``i`` is
-        ``gap_edges[i] <= gap < gap_edges[i + 1]``.
+def sweep(problem: Problem, lrs: Sequence[float], **kwargs: float) -> dict[float, Run]:
+    """:func:`train` at each learning rate of ``lrs`` (keyword arguments passed on), keyed by learning rate."""
+    return {float(lr): train(problem, lr, **kwargs) for lr in lrs}
+
+
+def perturbed_dense_difference(
+    problem: Problem, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+) -> np.ndarray:
+    """How far dense Adam drifts from *itself* when one entry of each seed's start moves by one ulp.
+
+    Trains dense Adam twice at ``lr``, from ``problem.init`` and from a copy whose
+    first entry of each block is moved up by one unit in the last place, and
+    returns ``max |E' - E| / max |E|`` of the final tables per seed. Where
+    training amplifies rounding (a chaotic trajectory), this is as large as any
+    other rounding-level difference becomes, DENSE_EQUIVALENT's included.
+    """
+    base = problem.init.copy()
+    nudged = problem.init.copy()
+    for j in range(problem.num_seeds):
+        r = problem.block(j).start
+        nudged[r, 0] = np.nextafter(nudged[r, 0], np.inf)
+    opts = [DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps) for t in (base, nudged)]
+    for k in range(problem.num_steps):
+        for table, opt in zip((base, nudged), opts):
+            opt.step(logistic_grad(table, problem.pairs[k], problem.labels[k], problem.batch_size).to_dense())
+    out = np.empty(problem.num_seeds)
+    for j in range(problem.num_seeds):
+        rows = problem.block(j)
+        out[j] = float(np.max(np.abs(nudged[rows] - base[rows]))) / float(np.max(np.abs(base[rows])))
+    return out
+
+
+# -- summaries ------------------------------------------------------------------------
+
+
+def _buckets(gaps: np.ndarray, edges: Sequence[float]) -> np.ndarray:
+    """Bucket index of each mean gap: ``edges[i] <= gap < edges[i + 1]`` (``inf`` goes to the last bucket)."""
+    e = np.asarray(edges, dtype=np.float64)
+    return np.minimum(np.searchsorted(e, gaps, side="right") - 1, e.size - 2)
+
+
+def gap_labels(edges: Sequence[float] = GAP_EDGES) -> list[str]:
+    """Readable bucket names, e.g. ``"10-100"`` and ``">= 1000"``."""
+    return [f">= {lo:g}" if np.isinf(hi) else f"{lo:g}-{hi:g}" for lo, hi in zip(edges[:-1], edges[1:])]
+
+
+def divergence_by_gap(run: Run, problem: Problem, edges: Sequence[float] = GAP_EDGES) -> dict[str, object]:
+    """Final divergence from dense Adam per bucket of rows grouped by mean gap between touches, per seed.
+
+    A row's mean gap is ``num_steps / touches`` (:func:`mean_gaps`). Rows never
+    touched are left out (no optimizer moves them).
 
     Returns
     -------
     dict
-        ``"labels"`` (ndarray of str), ``"rows"`` (rows per bucket), ``"touches"``
-        (mean touches per row), and two dicts keyed by lazy mode, with one value
-        per bucket (NaN for an empty bucket), both over the bucket's rows:
-        ``"divergence"``: ``||E_mode - E_dense||_F / ||E_dense - E_init||_F``;
-        ``"travel"``: ``||E_mode - E_init||_F / ||E_dense - E_init||_F``, how far
-        the mode moved the rows compared with dense Adam.
+        ``"labels"`` (list of str), ``"rows"`` (int64, ``(num_seeds, buckets)``:
+        rows per bucket), and ``"divergence"``: per lazy mode, ``(num_seeds,
+        buckets)`` of ``||E_mode - E_dense||_F / ||E_dense - E_0||_F`` over the
+        bucket's rows (NaN for an empty bucket).
     """
-    counts = result.touch_counts
-    touched = counts > 0
-    gap = np.full(counts.shape, np.inf)
-    gap[touched] = result.num_steps / counts[touched]
-    edges = np.asarray(gap_edges, dtype=np.float64)
-    bucket = np.searchsorted(edges, gap, side="right") - 1
-    num_buckets = edges.size - 1
-    dense = result.tables["dense"]
-    moved_sq = np.sum((dense - result.init) ** 2, axis=1)
-    diff_sq = {name: np.sum((result.tables[name] - dense) ** 2, axis=1) for name in LAZY_MODES}
-    travel_sq = {name: np.sum((result.tables[name] - result.init) ** 2, axis=1) for name in LAZY_MODES}
-    rows = np.zeros(num_buckets, dtype=np.int64)
-    touches = np.full(num_buckets, np.nan)
-    divergence = {name: np.full(num_buckets, np.nan) for name in LAZY_MODES}
-    travel = {name: np.full(num_buckets, np.nan) for name in LAZY_MODES}
-    for i in range(num_buckets):
-        members = touched & (bucket == i)
-        rows[i] = int(members.sum())
-        if rows[i] == 0:
-            continue
-        touches[i] = counts[members].mean()
-        moved = moved_sq[members].sum()
-        for name in LAZY_MODES:
-            divergence[name][i] = np.sqrt(diff_sq[name][members].sum() / moved)
-            travel[name][i] = np.sqrt(travel_sq[name][members].sum() / moved)
-    return {
-        "labels": np.array([_gap_label(edges[i], edges[i + 1]) for i in range(num_buckets)]),
-        "rows": rows,
-        "touches": touches,
-        "divergence": divergence,
-        "travel": travel,
-    }
+    gaps = mean_gaps(problem)
+    bucket = _buckets(gaps, edges)
+    touched = np.isfinite(gaps)
+    nb = len(edges) - 1
+    dense = run.tables["dense"]
+    moved_sq = np.sum((dense - problem.init) ** 2, axis=1)
+    diff_sq = {name: np.sum((run.tables[name] - dense) ** 2, axis=1) for name in LAZY_MODES}
+    rows = np.zeros((problem.num_seeds, nb), dtype=np.int64)
+    divergence = {name: np.full((problem.num_seeds, nb), np.nan) for name in LAZY_MODES}
+    for j in range(problem.num_seeds):
+        in_block = np.zeros(touched.shape, dtype=bool)
+        in_block[problem.block(j)] = True
+        for i in range(nb):
+            members = in_block & touched & (bucket == i)
+            rows[j, i] = int(members.sum())
+            moved = moved_sq[members].sum()
+            if rows[j, i] == 0 or moved == 0:
+                continue
+            for name in LAZY_MODES:
+                divergence[name][j, i] = np.sqrt(diff_sq[name][members].sum() / moved)
+    return {"labels": gap_labels(edges), "rows": rows, "divergence": divergence}
 
 
-def _gap_label(low: float, high: float) -> str:
-    if np.isinf(high):
-        return f">= {low:g}"
-    return f"{low:g}-{high:g}"
-
-
-def _draw_divergence_over_steps(ax: Axes, result: SideBySide) -> None:
-    steps = np.arange(1, result.num_steps + 1)
-    for name in LAZY_MODES:
-        ax.plot(steps, result.divergence[name], color=_COLORS[name], label=LABELS[name])
-    ax.set_xlabel("step")
-    ax.set_ylabel("||E - E_dense|| / ||E_dense - E_0||")
-    ax.set_title("divergence from dense Adam's table")
-    ax.set_ylim(bottom=0.0)
-
-
-def _draw_losses(ax: Axes, result: SideBySide) -> None:
-    for name in OPTIMIZERS:
-        style = {"linestyle": "--"} if name == "dense" else {}
-        ax.plot(result.eval_steps, result.eval_loss[name], color=_COLORS[name], label=LABELS[name], **style)
-    ax.axhline(result.teacher_loss, color="tab:green", linestyle=":", label="teacher (best to expect)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("held-out logistic loss")
-    ax.set_title("held-out loss")
-
-
-def _draw_buckets(ax: Axes, buckets: dict[str, object], key: str, ylabel: str, title: str) -> None:
-    labels, rows, values = buckets["labels"], buckets["rows"], buckets[key]
-    x = np.arange(labels.size)
-    width = 0.38
-    for offset, name in zip((-width / 2, width / 2), LAZY_MODES):
-        ax.bar(x + offset, np.nan_to_num(values[name]), width, color=_COLORS[name], label=LABELS[name])
-    ax.set_xticks(x, [f"{label}\n({n} rows)" for label, n in zip(labels, rows)], fontsize=8)
-    ax.set_xlabel("mean gap between a row's touches (steps)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-
-
-def plot_side_by_side(result: SideBySide) -> Figure:
-    """Four panels summarising :func:`train_side_by_side`.
-
-    Top left: divergence from dense Adam over the steps. Top right: held-out
-    loss of the three optimizers and of the teacher. Bottom: final divergence
-    and travel per touch-frequency bucket (:func:`divergence_by_frequency`), one
-    bar per lazy mode.
+def held_out_loss_by_gap(
+    tables: dict[str, np.ndarray], problem: Problem, edges: Sequence[float] = GAP_EDGES
+) -> dict[str, object]:
+    """Test loss per bucket of test pairs grouped by the mean gap of their *rarer* row, per seed.
 
     Parameters
     ----------
-    result : SideBySide
+    tables : dict of str to ndarray
+        A stacked table per method (e.g. each method's final table at its own learning rate).
+
+    Returns
+    -------
+    dict
+        ``"labels"``, ``"pairs"`` (int64 ``(num_seeds, buckets)``: test pairs per
+        bucket) and ``"loss"``: per method, ``(num_seeds, buckets)`` mean test
+        loss over the bucket's pairs (NaN for an empty bucket).
+    """
+    gaps = mean_gaps(problem)
+    nb = len(edges) - 1
+    counts = np.zeros((problem.num_seeds, nb), dtype=np.int64)
+    loss = {name: np.full((problem.num_seeds, nb), np.nan) for name in tables}
+    for j in range(problem.num_seeds):
+        pairs, labels = problem.test_pairs[j], problem.test_labels[j]
+        bucket = _buckets(np.maximum(gaps[pairs[:, 0]], gaps[pairs[:, 1]]), edges)
+        for i in range(nb):
+            members = bucket == i
+            counts[j, i] = int(members.sum())
+            if counts[j, i]:
+                for name, table in tables.items():
+                    loss[name][j, i] = logistic_loss(table, pairs[members], labels[members])
+    return {"labels": gap_labels(edges), "pairs": counts, "loss": loss}
+
+
+def final_valid_loss(runs: dict[float, Run], method: str, at_step: int | None = None) -> np.ndarray:
+    """Validation loss of ``method`` at the end (or at evaluation step ``at_step``), shape ``(len(runs), num_seeds)``.
+
+    Learning rates ascending on axis 0.
+    """
+    out = []
+    for lr in sorted(runs):
+        run = runs[lr]
+        i = -1 if at_step is None else int(np.flatnonzero(run.eval_steps == at_step)[0])
+        out.append(run.valid_loss[method][:, i])
+    return np.array(out)
+
+
+def choose_lrs(runs: dict[float, Run], at_step: int | None = None) -> dict[str, float]:
+    """Each method's learning rate: the lowest final validation loss averaged over seeds.
+
+    ``at_step`` chooses from the validation loss at that evaluation step instead
+    (to check the choice does not depend on the horizon). A tie goes to the
+    smaller learning rate.
+    """
+    lrs = sorted(runs)
+    return {name: lrs[int(np.argmin(final_valid_loss(runs, name, at_step).mean(axis=1)))] for name in METHODS}
+
+
+def loss_change(run: Run, method: str, from_step: int) -> np.ndarray:
+    """Validation loss at the end minus at evaluation step ``from_step``, per seed (negative: still improving)."""
+    i = int(np.flatnonzero(run.eval_steps == from_step)[0])
+    return run.valid_loss[method][:, -1] - run.valid_loss[method][:, i]
+
+
+def work_per_step(run: Run, problem: Problem) -> dict[str, dict[str, float]]:
+    """Per method, the work of an average training step of one seed.
+
+    Returns
+    -------
+    dict of str to dict
+        ``"stepped"``: table entries the step updates; ``"caught_up"``: entries
+        ``catch_up`` brought current before the lookup (DENSE_EQUIVALENT);
+        ``"gap"``: dormant steps applied per caught-up row, on average (0 when
+        none); ``"seconds"``: wall time of a step of all seeds together.
+    """
+    steps = problem.num_steps
+    per = steps * problem.num_seeds
+    out = {}
+    for name, w in run.work.items():
+        out[name] = {
+            "stepped": w.entries_stepped / per,
+            "caught_up": w.entries_caught_up / per,
+            "gap": w.dormant_steps_caught_up / w.rows_caught_up if w.rows_caught_up else 0.0,
+            "seconds": w.seconds / steps,
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """One method at its own learning rate: result of :func:`tuned_results`.
+
+    Attributes
+    ----------
+    lr : float
+        Chosen by :func:`choose_lrs`.
+    interior : bool
+        Whether ``lr`` has a smaller and a larger learning rate of the grid on both sides.
+    valid_mean : float
+        Its final validation loss averaged over seeds (what chose it).
+    test : ndarray, shape (num_seeds,)
+        Final test loss per seed.
+    test_minus_dense : ndarray, shape (num_seeds,)
+        ``test`` minus dense Adam's test loss on the same seed, dense Adam at *its* own learning rate.
+    """
+
+    lr: float
+    interior: bool
+    valid_mean: float
+    test: np.ndarray
+    test_minus_dense: np.ndarray
+
+
+def tuned_results(runs: dict[float, Run], chosen: dict[str, float] | None = None) -> dict[str, Tuned]:
+    """Each method at its own learning rate (``chosen``, default :func:`choose_lrs`), per method."""
+    chosen = choose_lrs(runs) if chosen is None else chosen
+    lrs = sorted(runs)
+    dense = runs[chosen["dense"]].test_loss["dense"]
+    out = {}
+    for name in METHODS:
+        lr = chosen[name]
+        run = runs[lr]
+        out[name] = Tuned(
+            lr=lr,
+            interior=0 < lrs.index(lr) < len(lrs) - 1,
+            valid_mean=float(run.valid_loss[name][:, -1].mean()),
+            test=run.test_loss[name].copy(),
+            test_minus_dense=run.test_loss[name] - dense,
+        )
+    return out
+
+
+def spread(values: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median, minimum and maximum over ``axis`` (seeds), ignoring NaN (all NaN gives NaN, silently)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an empty bucket: all NaN
+        return np.nanmedian(values, axis=axis), np.nanmin(values, axis=axis), np.nanmax(values, axis=axis)
+
+
+def state_bytes(method: str, num_rows: int, dim: int, dtype: type = np.float64) -> int:
+    """Bytes of optimizer state ``method`` keeps for a ``num_rows x dim`` table (its ``state_dict()`` arrays).
+
+    Measured on a fresh optimizer after one step on one row.
+    """
+    table = np.zeros((num_rows, dim), dtype=dtype)
+    opt = make_optimizer(method, table, lr=1e-3)
+    grad = CsrGradient.from_rows([0], np.ones((1, dim), dtype=dtype), num_rows)
+    opt.step(grad.to_dense() if method == "dense" else grad)  # type: ignore[arg-type]
+    return int(sum(v.nbytes for v in opt.state_dict().values() if isinstance(v, np.ndarray) and v.ndim > 0))
+
+
+# -- figures ----------------------------------------------------------------------------
+
+
+def _band(ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str, floor: float | None = None) -> None:
+    """Median over seeds (axis 0) as a line, min-max as a shaded band."""
+    mid, lo, hi = spread(values, axis=0)
+    if floor is not None:
+        mid, lo, hi = (np.maximum(a, floor) for a in (mid, lo, hi))
+    style = {"linestyle": "--"} if name == "dense" else {}
+    ax.plot(x, mid, color=_COLORS[name], label=label, linewidth=1.8, **style)
+    ax.fill_between(x, lo, hi, color=_COLORS[name], alpha=0.2, linewidth=0)
+
+
+def _error_points(
+    ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str, floor: float | None = None
+) -> None:
+    """Median over seeds (axis 0) as a marker, min-max as an error bar."""
+    mid, lo, hi = spread(values, axis=0)
+    if floor is not None:
+        mid, lo, hi = (np.maximum(a, floor) for a in (mid, lo, hi))
+    ax.errorbar(
+        x, mid, yerr=[mid - lo, hi - mid], color=_COLORS[name], marker=_MARKERS[name], markersize=7,
+        linestyle="none", capsize=4, elinewidth=1.5, label=label,
+    )  # fmt: skip
+
+
+def plot_divergence(run: Run, problem: Problem) -> Figure:
+    """Distance of each lazy mode's table from dense Adam's, by step (log scale) and by row frequency.
+
+    Left: divergence over the steps, log scale (median over seeds, min-max
+    band; values below :data:`PLOT_FLOOR` drawn at it). Right: final divergence
+    per bucket of rows by mean gap between touches (:func:`divergence_by_gap`),
+    linear scale, median over seeds with min-max error bars; DENSE_EQUIVALENT's
+    points sit on 0 there, and a note gives their largest value.
 
     Returns
     -------
     matplotlib.figure.Figure
-        Axes in the order top left, top right, bottom left, bottom right.
+        Axes: over steps, by gap.
     """
-    fig, axes = plt.subplots(2, 2, figsize=(11.0, 6.6), layout="constrained")
-    buckets = divergence_by_frequency(result)
-    _draw_divergence_over_steps(axes[0, 0], result)
-    _draw_losses(axes[0, 1], result)
-    _draw_buckets(
-        axes[1, 0], buckets, "divergence", "||E - E_dense|| / ||E_dense - E_0||", "final divergence, by touch frequency"
-    )
-    _draw_buckets(axes[1, 1], buckets, "travel", "||E - E_0|| / ||E_dense - E_0||", "distance travelled vs dense Adam")
-    axes[1, 1].axhline(1.0, color=_COLORS["dense"], linestyle="--", linewidth=1.0, label="dense Adam")
-    for ax in axes.flat:
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+    fig = new_figure(11.0, 4.4)
+    over_steps, by_gap = fig.subplots(1, 2)
+    keep = run.eval_steps > 0
+    for name in LAZY_MODES:
+        _band(over_steps, run.eval_steps[keep], run.divergence[name][:, keep], name, LABELS[name], PLOT_FLOOR)
+    over_steps.set_yscale("log")
+    over_steps.set_xlabel("step")
+    over_steps.set_ylabel("||E - E_dense|| / ||E_dense - E_0||")
+    over_steps.set_title("distance from dense Adam's table")
+    over_steps.legend(loc="center right")
+    buckets = divergence_by_gap(run, problem)
+    x = np.arange(len(buckets["labels"]), dtype=np.float64)
+    for offset, name in zip((-0.2, 0.0, 0.2), LAZY_MODES):
+        _error_points(by_gap, x + offset, buckets["divergence"][name], name, LABELS[name])
+    rows = np.median(buckets["rows"], axis=0).astype(np.int64)
+    by_gap.set_xticks(x, [f"{label}\n({n} rows)" for label, n in zip(buckets["labels"], rows)])
+    by_gap.set_ylim(bottom=-0.03)
+    by_gap.set_xlabel("mean steps between a row's touches (rows per seed)")
+    by_gap.set_ylabel("||E - E_dense|| / ||E_dense - E_0||")
+    by_gap.set_title("final distance, by how rarely a row is touched")
+    worst = float(np.nanmax(buckets["divergence"]["dense_equivalent"]))
+    by_gap.annotate(
+        f"DENSE_EQUIVALENT: at most {worst:.0e}", xy=(0.98, 0.03), xycoords="axes fraction", ha="right",
+        va="bottom", color=_COLORS["dense_equivalent"], fontsize=10,
+    )  # fmt: skip
+    by_gap.legend(loc="center right")
+    for ax in (over_steps, by_gap):
+        ax.grid(alpha=0.3, which="major")
     fig.suptitle(
-        f"LAZY and DORMANCY_DECAY vs dense Adam: skew {result.skew:g}, lr {result.lr:g}, "
-        f"beta1 {result.beta1:g}, beta2 {result.beta2:g}"
+        f"lr {run.lr:g} for all three; {problem.num_seeds} seeds (median, min-max); "
+        f"beta1 {run.beta1:g}, beta2 {run.beta2:g}"
     )
-    return fig
+    return finish(fig)
+
+
+def plot_tuned(runs: dict[float, Run], chosen: dict[str, float] | None = None) -> Figure:
+    """The tuned comparison: the learning-rate sweep, the learning curves and the test loss at each method's own rate.
+
+    Left: final validation loss minus dense Adam's on the same seed (dense Adam
+    at its own rate) against learning rate; mean over seeds with min-max error
+    bars, a ring on each method's choice; the vertical range stops a little
+    above the chosen points (worse rates run off the top). Middle: validation
+    loss over the steps at each method's own rate, mean over seeds. Right: test
+    loss minus dense Adam's on the same seed, each at its own rate (median,
+    min-max). One legend for the figure, below the panels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Axes: sweep, learning curves, test loss.
+    """
+    chosen = choose_lrs(runs) if chosen is None else chosen
+    lrs = np.array(sorted(runs))
+    fig = new_figure(13.0, 4.8)
+    sweep_ax, curve_ax, test_ax = fig.subplots(1, 3)
+    factor = {name: f for name, f in zip(METHODS, (0.94, 0.98, 1.02, 1.06))}  # side by side on the log axis
+    dense_best = runs[chosen["dense"]].valid_loss["dense"][:, -1]
+    at_choice, lowest = [], []
+    for name in METHODS:
+        paired = final_valid_loss(runs, name) - dense_best
+        mean, lo, hi = paired.mean(axis=1), paired.min(axis=1), paired.max(axis=1)
+        x = lrs * factor[name]
+        style = "--" if name == "dense" else "-"
+        sweep_ax.errorbar(
+            x, mean, yerr=[mean - lo, hi - mean], color=_COLORS[name], marker=_MARKERS[name], capsize=3,
+            linestyle=style, label=LABELS[name],
+        )  # fmt: skip
+        best = int(np.flatnonzero(lrs == chosen[name])[0])
+        sweep_ax.plot(x[best], mean[best], "o", markersize=14, markerfacecolor="none", color=_COLORS[name])
+        at_choice.append(hi[best])
+        lowest.append(lo.min())
+        run = runs[chosen[name]]
+        curve_ax.plot(
+            run.eval_steps, run.valid_loss[name].mean(axis=0), color=_COLORS[name], linestyle=style, linewidth=1.8,
+            label=f"{LABELS[name]} (lr {chosen[name]:g})",
+        )  # fmt: skip
+    sweep_ax.axhline(0.0, color=_COLORS["dense"], linewidth=1.0, linestyle=":")
+    sweep_ax.set_xscale("log")
+    sweep_ax.set_ylim(min(lowest) - 0.004, max(at_choice) + 0.02)
+    sweep_ax.set_xlabel("learning rate")
+    sweep_ax.set_ylabel("validation loss - tuned dense Adam's")
+    sweep_ax.set_title("sweep (mean, min-max over seeds)")
+    curve_ax.set_xlabel("step")
+    curve_ax.set_ylabel("validation loss (mean over seeds)")
+    curve_ax.set_title("each at its own learning rate")
+    dense_curve = runs[chosen["dense"]].valid_loss["dense"].mean(axis=0)
+    curve_ax.set_ylim(top=float(dense_curve[min(2, dense_curve.size - 1)]) + 0.005)
+    tuned = tuned_results(runs, chosen)
+    x = np.arange(len(METHODS), dtype=np.float64)
+    for i, name in enumerate(METHODS):
+        _error_points(test_ax, x[i : i + 1], tuned[name].test_minus_dense[:, None], name, LABELS[name])
+    test_ax.axhline(0.0, color=_COLORS["dense"], linewidth=1.0, linestyle="--")
+    test_ax.set_xticks(x, [LABELS[name].replace("_", "_\n", 1) for name in METHODS])
+    test_ax.set_ylabel("test loss - dense Adam's (same seed)")
+    test_ax.set_title("test loss, each at its own learning rate")
+    for ax in (sweep_ax, curve_ax, test_ax):
+        ax.grid(alpha=0.3)
+    curve_ax.legend(loc="upper right")
+    fig.legend(*sweep_ax.get_legend_handles_labels(), loc="outside lower center", ncol=len(METHODS), fontsize=LEGEND)
+    return finish(fig)
