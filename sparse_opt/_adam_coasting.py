@@ -114,6 +114,7 @@ class AdamCoasting:
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
+        self._rho_powers = self.rho[:, None] ** np.arange(max(self.window, 1), dtype=np.float64) if self.window else None
         size = min(self.settled, MAX_TABLE)
         self._full = np.zeros((size, self.terms))
         self._full_known = np.zeros(size, dtype=bool)
@@ -145,14 +146,26 @@ class AdamCoasting:
         return bc2[None] ** self.powers.reshape(-1, *([1] * j.ndim)) / bc1[None]
 
     def _recent_weights(self, through: int) -> np.ndarray:
-        """``P_n(T - d, d)`` for ``d = 0 .. L - 1`` at ``T = through``, shape ``(N, L)`` (cached per ``T``)."""
-        if self._recent_step != through:
-            L = self.window
+        """``P_n(T - d, d)`` for ``d = 0 .. L - 1`` at ``T = through``, shape ``(N, L)`` (cached per ``T``).
+
+        A training loop asks for ``T``, then ``T + 1``: the table then moves on by
+        ``P(T + 1 - d, d) = P(T - (d - 1), d - 1) + rho**d u(T + 1)``, one
+        multiply-add per entry; any other ``T`` rebuilds it (O(L N) either way).
+        """
+        if self._recent_step == through:
+            return self._recent
+        L = self.window
+        if self._recent_step == through - 1 and through > 1:
+            recent = np.empty_like(self._recent)
+            recent[:, 0] = 0.0
+            recent[:, 1:] = self._recent[:, :-1] + self._rho_powers[:, 1:] * self._u(np.asarray(through))[:, None]
+        else:
             e = np.arange(L - 1)
             j = through - e
             u = np.where(j >= 1, self._u(np.maximum(j, 1)), 0.0)
-            self._recent, self._recent_step = _discounted_sums(self.rho, u), through
-        return self._recent
+            recent = _discounted_sums(self.rho, u)
+        self._recent, self._recent_step = recent, through
+        return recent
 
     def _full_weights(self, s: np.ndarray) -> np.ndarray:
         """``P_n(s, L)`` for each ``s`` (any shape), shape ``(N, *s.shape)``."""
