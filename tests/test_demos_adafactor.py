@@ -2,24 +2,61 @@
 
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sparse_opt.demos import adafactor_demo as ad
+from sparse_opt.demos.data import zipf_id_batches
 
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+def drawn(fig: Figure) -> Figure:
+    """Lay the figure out and draw it with Agg, so tick labels and extents are final."""
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def minor_tick_labels(fig: Figure) -> list[str]:
+    """Every non-empty minor tick label of every axis (slide figures have none)."""
+    return [
+        t.get_text()
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        for t in axis.get_minorticklabels()
+        if t.get_visible() and t.get_text()
+    ]
+
+
+def legends(fig: Figure) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+def data_points_under_legends(fig: Figure) -> int:
+    """How many points of the drawn lines (densified 20x along each segment, in pixels) lie under a legend."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [leg.get_window_extent(renderer) for leg in legends(fig)]
+    hidden = 0
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            xy = line.get_transform().transform(np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float))
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if len(xy) > 1:
+                s = np.linspace(0, len(xy) - 1, 20 * (len(xy) - 1) + 1)
+                xy = np.column_stack([np.interp(s, np.arange(len(xy)), xy[:, k]) for k in (0, 1)])
+            for box in boxes:
+                hidden += int(np.sum((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)))
+    return hidden
+
+
+def assert_slide_ready(fig: Figure) -> None:
+    """144 dpi, no minor tick labels, and no legend over any drawn line."""
+    drawn(fig)
+    assert fig.dpi == 144
+    assert minor_tick_labels(fig) == []
+    assert data_points_under_legends(fig) == 0
 
 
 @pytest.mark.parametrize(
@@ -161,6 +198,80 @@ def test_both_placements_agree_without_eps1():
     assert np.allclose(ad.paper_eps_update_direction(g, 0.0), ad.optimizer_update_direction(g, 0.0), rtol=1e-13)
 
 
+def test_step_size_legend_is_outside_the_axes_and_hides_no_curve():
+    # The review found the legend over the curves after t = 100: it now sits right of the axes.
+    fig = drawn(ad.plot_step_sizes(ad.adafactor_trace(num_steps=1000), lr=0.1))
+    (legend,) = fig.legends
+    renderer = fig.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= fig.axes[0].get_window_extent(renderer).x1
+    assert data_points_under_legends(fig) == 0
+
+
+def test_every_plot_is_slide_ready():
+    streams = {k: ad.factored_vs_full(ad.gradient_stream(k, (16, 8), 20, seed=0)) for k in ("rank1ish", "random")}
+    tr = ad.adafactor_trace(num_steps=320, outlier_step=300)
+    g = ad.row_scaled_gradient(SCALES[:-1], 16, seed=0)
+    curves = {"torch": ad.row_rms(ad.optimizer_update_direction(g)), "paper": ad.row_rms(ad.paper_eps_update_direction(g, EPS32))}
+    figs = [
+        ad.plot_estimate_vs_truth(streams),
+        ad.plot_step_sizes(tr, lr=0.1),
+        ad.plot_clipping(tr, d=1.0),
+        ad.plot_eps1_placement(SCALES[:-1], curves),
+        ad.plot_adafactor_on_lookups(ad.adafactor_on_lookups(200, 4, 30, 16)),
+    ]
+    for fig in figs:
+        assert_slide_ready(fig)
+
+
+def test_a_legend_over_the_curves_is_detected():
+    # the checker itself must be able to fail: a legend placed over the curves
+    fig = ad.plot_step_sizes(ad.adafactor_trace(num_steps=200), lr=0.1)
+    fig.legends[0].remove()
+    fig.axes[0].legend(loc="center")
+    drawn(fig)
+    assert data_points_under_legends(fig) > 0
+
+
+def test_embedding_table_state_for_a_million_row_table():
+    st = ad.embedding_table_state(10**6, 64)
+    assert st == {
+        "table": 64_000_000,
+        "adam": 128_000_000,
+        "adafactor_row": 1_000_000,
+        "adafactor_col": 64,
+        "adafactor": 1_000_064,
+        "itemsize": 4,
+    }
+    assert ad.embedding_table_state(3, 2, np.float64)["itemsize"] == 8
+
+
+def test_adafactor_on_lookups_touches_only_looked_up_weights_but_all_row_factors():
+    rows = 200
+    run = ad.adafactor_on_lookups(rows, 4, 40, 16, seed=1)
+    # weights of rows not looked up never move (U = 0 there, no weight decay)
+    assert np.all(run["untouched_moved"] == 0)
+    # but every row ever looked up has its row factor decayed on every later step
+    seen = np.zeros(rows, dtype=bool)
+    for t, ids in enumerate(zipf_id_batches(rows, 16, 40, 1.0, 1)):
+        seen[ids] = True
+        assert run["row_var_moved"][t] == seen.sum()
+        assert run["touched"][t] == np.unique(ids).size
+    assert run["row_var_moved"][-1] > 3 * run["touched"][-1]
+    # U is zero off the looked-up rows, so the table's RMS(U) is the touched rows' RMS diluted
+    np.testing.assert_allclose(run["rms_u_table"], run["rms_u_touched"] * np.sqrt(run["touched"] / rows), rtol=1e-12)
+    assert run["touches"].sum() == run["touched"].sum()
+    assert run["row_var"].shape == (rows,) and run["col_var"].shape == (4,)
+    assert np.all(run["row_var"][~seen] == 0)
+
+
+def test_rare_row_coupling_moves_other_rows_under_adafactor_only():
+    c = ad.rare_row_coupling(200, 4, 30, 16, touch_step=10)
+    assert c["row"] == 199
+    assert c["adam_other_rows"] == 0.0 and c["adam_rows_differing"] == 0
+    assert c["adafactor_other_rows"] > 0 and c["adafactor_rows_differing"] > 0
+    assert 0 < c["adafactor_other_rows"] < c["adafactor_step_at_touch"]
+
+
 def test_plots_return_figures_with_expected_axes():
     streams = {k: ad.factored_vs_full(ad.gradient_stream(k, (8, 4), 5, seed=0)) for k in ("rank1ish", "random")}
     fig = ad.plot_estimate_vs_truth(streams)
@@ -171,7 +282,7 @@ def test_plots_return_figures_with_expected_axes():
     tr = ad.adafactor_trace(num_steps=20, outlier_step=10)
     fig = ad.plot_step_sizes(tr, lr=0.1)
     assert isinstance(fig, Figure) and len(fig.axes) == 1
-    labels = fig.axes[0].get_legend_handles_labels()[1]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any(label.startswith("rho_t") for label in labels) and any(label.startswith("alpha_t") for label in labels)
 
     fig = ad.plot_clipping(tr, d=1.0)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sparse_opt.demos.data import zipf_ids, zipf_probabilities
+from sparse_opt.demos.data import zipf_id_batches, zipf_ids, zipf_probabilities
 
 
 def test_probabilities_follow_the_zipf_law():
@@ -32,3 +32,14 @@ def test_ids_are_seeded_in_range_and_match_the_law():
 def test_bad_arguments(args, exc, match):
     with pytest.raises(exc, match=match):
         zipf_probabilities(*args)
+
+
+def test_id_batches_are_one_seeded_draw_reshaped():
+    b = zipf_id_batches(30, 4, 5, 1.0, seed=2)
+    assert b.shape == (5, 4) and b.dtype == np.int64
+    np.testing.assert_array_equal(b.ravel(), zipf_ids(30, 20, 1.0, 2))
+    np.testing.assert_array_equal(b, zipf_id_batches(30, 4, 5, 1.0, seed=2))
+    assert not np.array_equal(b, zipf_id_batches(30, 4, 5, 1.0, seed=3))
+    assert zipf_id_batches(30, 4, 0, 1.0, seed=2).shape == (0, 4)
+    with pytest.raises(TypeError, match="num_steps"):
+        zipf_id_batches(30, 4, 2.5, 1.0, seed=2)

@@ -2,15 +2,12 @@
 
 import math
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+import sparse_opt as so
 from sparse_opt.demos import egdd_demo as ed
 
 CURVATURES = np.logspace(0, -3, 8)
@@ -18,10 +15,47 @@ H = ed.quadratic_hessian(CURVATURES)
 X0 = np.ones(8)
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+def drawn(fig: Figure) -> Figure:
+    """Lay the figure out and draw it with Agg, so tick labels and extents are final."""
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def minor_tick_labels(fig: Figure) -> list[str]:
+    """Every non-empty minor tick label of every axis (slide figures have none)."""
+    return [
+        t.get_text()
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        for t in axis.get_minorticklabels()
+        if t.get_visible() and t.get_text()
+    ]
+
+
+def data_points_under_legends(fig: Figure) -> int:
+    """How many points of the drawn lines (densified 20x along each segment, in pixels) lie under a legend."""
+    renderer = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    boxes = [leg.get_window_extent(renderer) for leg in legends]
+    hidden = 0
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            xy = line.get_transform().transform(np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float))
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if len(xy) > 1:
+                s = np.linspace(0, len(xy) - 1, 20 * (len(xy) - 1) + 1)
+                xy = np.column_stack([np.interp(s, np.arange(len(xy)), xy[:, k]) for k in (0, 1)])
+            for box in boxes:
+                hidden += int(np.sum((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)))
+    return hidden
+
+
+def assert_slide_ready(fig: Figure) -> None:
+    """144 dpi, no minor tick labels, and no legend over any drawn line."""
+    drawn(fig)
+    assert fig.dpi == 144
+    assert minor_tick_labels(fig) == []
+    assert data_points_under_legends(fig) == 0
 
 
 def test_quadratic_hessian_diagonal_and_rotated():
@@ -44,6 +78,32 @@ def test_momentum_sgd_by_hand():
     res = ed.momentum_sgd(np.diag([1.0]), np.array([1.0]), 3, learning_rate=0.5, momentum=0.5)
     assert np.array_equal(res["x"][:, 0], [1.0, 0.5, 0.0, -0.25])
     assert np.array_equal(res["loss"], [0.5, 0.125, 0.0, 0.03125])
+
+
+def test_momentum_sgd_lr_outside_by_hand():
+    # TF MomentumOptimizer / torch SGD form: accum = 0.5 accum + g, x -= 0.5 accum (h = 1, x0 = 1)
+    # accum1 = 1, x1 = 0.5; accum2 = 0.5 + 0.5 = 1, x2 = 0; accum3 = 0.5 + 0 = 0.5, x3 = -0.25: same as inside
+    res = ed.momentum_sgd(np.diag([1.0]), np.array([1.0]), 3, learning_rate=0.5, momentum=0.5, lr_inside=False)
+    assert np.array_equal(res["x"][:, 0], [1.0, 0.5, 0.0, -0.25])
+
+
+def test_momentum_forms_differ_under_a_schedule_by_hand():
+    # lr = (1, 0.5), momentum 0.5, h = 1, x0 = 1.
+    # inside (Keras / EGDD): m1 = 1, x1 = 0; m2 = 0.5 * 1 + 0.5 * 0 = 0.5, x2 = -0.5
+    # outside (TF MomentumOptimizer): a1 = 1, x1 = 0; a2 = 0.5 * 1 + 0 = 0.5, x2 = 0 - 0.5 * 0.5 = -0.25
+    inside = ed.momentum_sgd(np.diag([1.0]), np.array([1.0]), 2, [1.0, 0.5], 0.5)
+    outside = ed.momentum_sgd(np.diag([1.0]), np.array([1.0]), 2, [1.0, 0.5], 0.5, lr_inside=False)
+    assert inside["x"][:, 0].tolist() == [1.0, 0.0, -0.5]
+    assert outside["x"][:, 0].tolist() == [1.0, 0.0, -0.25]
+
+
+@pytest.mark.parametrize("lr", [0.3, 1.0, 3.0])
+def test_momentum_forms_agree_to_rounding_for_a_constant_lr(lr):
+    inside = ed.momentum_sgd(H, X0, 300, lr, 0.9)
+    outside = ed.momentum_sgd(H, X0, 300, lr, 0.9, lr_inside=False)
+    np.testing.assert_allclose(inside["x"], outside["x"], rtol=0, atol=1e-13)
+    # a schedule given as one value per step, all equal, is the constant
+    assert np.array_equal(ed.momentum_sgd(H, X0, 300, np.full(300, lr), 0.9)["x"], inside["x"])
 
 
 def test_momentum_sgd_divergence_is_reported_as_inf_without_warnings():
@@ -127,14 +187,89 @@ def test_plot_egdd_run_axes():
     assert np.array_equal(ax_scale.get_lines()[0].get_ydata(), egdd["lr_scale"])
 
 
-def test_plot_lr_sweep_marks_diverged_runs():
+def test_plot_lr_sweep_marks_diverged_runs_in_a_band_not_at_a_loss():
     # after 100 steps at lr = 5 both are still above the initial loss (EGDD recovers later)
     sweep = ed.lr_sweep(H, X0, 100, [0.5, 5.0], 0.9)
     assert sweep["initial_loss"] == pytest.approx(0.5 * CURVATURES.sum(), rel=1e-15)
-    fig = ed.plot_lr_sweep(sweep)
+    fig = drawn(ed.plot_lr_sweep(sweep, stability_limit=3.8))
     assert isinstance(fig, Figure) and len(fig.axes) == 1
-    handles, labels = fig.axes[0].get_legend_handles_labels()
-    assert labels == ["momentum SGD", "momentum SGD diverged", "EGDD", "EGDD diverged"]
-    for handle in handles[1::2]:
-        assert handle.get_xdata().tolist() == [5.0]
-        assert handle.get_ydata().tolist() == [10 * sweep["initial_loss"]]
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ["initial loss", "momentum SGD", "momentum SGD diverged", "EGDD", "EGDD diverged",
+                      "momentum SGD stability limit, lr = 3.8"]
+    crosses = [line for line in ax.get_lines() if line.get_label().endswith("diverged")]
+    assert len(crosses) == 2
+    for line in crosses:
+        assert line.get_xdata().tolist() == [5.0]
+        # y is in axes coordinates, inside the band at the top: not a loss value
+        assert line.get_transform() == ax.get_xaxis_transform()
+        assert line.get_ydata().tolist() == [1 - ed.DIVERGED_BAND / 2]
+    # every plotted loss and the initial loss lie below the band
+    low, high = (np.log10(v) for v in ax.get_ylim())
+    band_bottom = 10 ** (high - ed.DIVERGED_BAND * (high - low))
+    assert sweep["initial_loss"] < band_bottom
+    assert all(np.all(line.get_ydata() < band_bottom) for line in ax.get_lines() if line not in crosses
+               and line.get_transform() == ax.transData)
+    # no loss tick label inside the band
+    labelled = [t.get_position()[1] for t in ax.get_yticklabels() if t.get_text()]
+    assert labelled and max(labelled) < band_bottom
+    assert_slide_ready(fig)
+
+
+def test_every_plot_is_slide_ready():
+    sgd = ed.momentum_sgd(H, X0, 200, 1.0, 0.9)
+    egdd = ed.run_egdd(H, X0, 200, 1.0, 0.9, scale_learning_rate=0.01)
+    assert_slide_ready(ed.plot_egdd_run(egdd, sgd, CURVATURES))
+    sweep = ed.lr_sweep(H, X0, 200, [0.1, 1.0, 5.0], 0.9)
+    assert_slide_ready(ed.plot_lr_sweep(sweep))
+    assert_slide_ready(ed.plot_egdd_on_lookups(ed.egdd_on_lookups(100, 4, 40, 16)))
+
+
+def test_egdd_state_numbers_read_from_the_optimizer():
+    assert ed.egdd_state_numbers((1000, 8)) == {"weight_sized_slots": 3, "per_tensor": 2, "weights": 8000, "total": 24002}
+    assert ed.egdd_state_numbers((10**6, 64))["total"] == 3 * 64_000_000 + 2
+    # the probe agrees with a real optimizer over the real shape
+    state = so.EGDD([np.zeros((5, 3))], 0.1, 0.9).state[0]
+    assert sum(np.size(v) for v in state.values()) == ed.egdd_state_numbers((5, 3))["total"]
+    assert ed.egdd_state_numbers((7,))["total"] == 3 * 7 + 2
+    with pytest.raises(ValueError, match="at least one dimension"):
+        ed.egdd_state_numbers(())
+
+
+def test_egdd_on_lookups_gains_move_only_on_touches_and_never_on_the_first():
+    run = ed.egdd_on_lookups(200, 4, 60, 16, gain_learning_rate=0.01, scale_learning_rate=0.01)
+    touches = run["touches"]
+    assert np.all(run["gain_moved_untouched"] == 0)
+    # a row's first touch meets gbar = 0: at most touches - 1 moves of exp(+-0.01) per entry
+    assert np.all(np.abs(run["gain_moves"]) <= np.maximum(touches - 1, 0)[:, None])
+    assert np.all(run["gain"][touches <= 1] == 1.0)
+    assert np.abs(run["gain_moves"][touches > 10]).max() >= 3
+    # the sign rule moves a gain by a whole step whatever the age of gbar
+    assert run["touch_gap"].min() >= 1 and run["touch_gap"].size == run["touch_gbar"].size == run["touch_gain_moves"].size
+    assert run["touch_gap"].size == int(np.maximum(touches - 1, 0).sum())
+    assert np.all(run["touch_gbar"] > 0)
+    stale = run["touch_gap"] > 20
+    assert stale.any() and np.all(np.abs(run["touch_gain_moves"][stale]) > 0.99)
+    # untouched rows still move: their momentum keeps coasting
+    assert np.all(run["rows_moved"] >= run["touched"]) and run["rows_moved"][-1] > 2 * run["touched"][-1]
+
+
+def test_egdd_on_lookups_frozen_rates_keep_gain_and_scale_at_one():
+    run = ed.egdd_on_lookups(100, 4, 20, 8, gain_learning_rate=0.0, scale_learning_rate=0.0)
+    assert np.all(run["gain"] == 1.0) and np.all(run["lr_scale"] == 1.0)
+    assert run["touch_gain_moves"].size == 0 and np.all(run["gain_moves"] == 0)
+
+
+def test_touch_buckets_by_hand():
+    run = {
+        "touches": np.array([0, 1, 3, 60]),
+        "gain_moves": np.array([[0.0, 0.0], [0.0, 0.0], [2.0, -1.0], [10.0, 20.0]]),
+        "params": np.array([[1.0], [0.5], [0.25], [0.0]]),
+        "start": np.zeros((4, 1)),
+        "target": np.ones((4, 1)),
+    }
+    buckets = ed.touch_buckets(run)
+    assert [b["label"] for b in buckets] == ["0", "1", "2-5", "51+"]
+    assert [b["rows"] for b in buckets] == [1, 1, 1, 1]
+    assert buckets[2]["mean_abs_moves"] == 1.5 and buckets[2]["max_abs_moves"] == 2.0
+    assert [b["distance_left"] for b in buckets] == [0.0, 0.5, 0.75, 1.0]

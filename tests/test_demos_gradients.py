@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
@@ -13,11 +14,31 @@ from sparse_opt.demos.gradients import (
     dense_lookup_gradient,
     embedding_lookup_batch,
     expected_distinct_rows,
+    explore_lookup,
     format_entries,
+    pattern_xlim,
     plot_sparsity_pattern,
+    quadratic_lookup_gradient,
     sparsity_summary,
     touch_probabilities,
 )
+
+
+def drawn(fig: Figure) -> Figure:
+    """Lay the figure out and draw it with Agg, so tick labels and extents are final."""
+    FigureCanvasAgg(fig).draw()
+    return fig
+
+
+def minor_tick_labels(fig: Figure) -> list[str]:
+    """Every non-empty minor tick label of every axis (slide figures have none)."""
+    return [
+        t.get_text()
+        for ax in fig.axes
+        for axis in (ax.xaxis, ax.yaxis)
+        for t in axis.get_minorticklabels()
+        if t.get_visible() and t.get_text()
+    ]
 
 
 def test_dense_lookup_gradient_sums_repeated_rows_by_hand():
@@ -118,6 +139,57 @@ def test_summary_and_from_rows_agree_with_the_dense_sum(ids, cols):
     assert s.top_row_lookups == max(ids.tolist().count(i) for i in set(ids.tolist()))
 
 
+def test_quadratic_lookup_gradient_by_hand_and_against_the_dense_sum():
+    table = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    target = np.array([[0.0, 0.0], [1.0, 1.0], [5.0, 8.0]])
+    ids = np.array([2, 0, 2])
+    g = quadratic_lookup_gradient(table, target, ids)
+    # row 2 looked up twice: 2 * (table[2] - target[2]) = (0, -4); row 0 once: (1, 2); row 1 never
+    np.testing.assert_array_equal(g.to_dense(), [[1.0, 2.0], [0.0, 0.0], [0.0, -4.0]])
+    np.testing.assert_array_equal(g.touched_rows, [0, 2])
+    np.testing.assert_array_equal(g.to_dense(), dense_lookup_gradient(ids, table[ids] - target[ids], 3))
+
+
+def test_pattern_xlim_leaves_a_margin_of_2_5_percent_or_half_a_row():
+    assert pattern_xlim(1000) == (-25.5, 1024.5)
+    assert pattern_xlim(4) == (-1.0, 4.0)  # 2.5% of 4 rows is less than half a row
+
+
+def test_plot_sparsity_pattern_keeps_the_most_looked_up_row_off_the_spine():
+    batch = embedding_lookup_batch(1000, 16, 256, 1.0, seed=0)
+    assert np.bincount(batch.ids).argmax() == 0  # row 0 is the most looked-up row
+    fig = drawn(plot_sparsity_pattern(batch.ids, batch.grad))
+    for ax in fig.axes:
+        # row 0 (and its stem) sits at least 1.5% of the axes width right of the left spine
+        x_axes = ax.transAxes.inverted().transform(ax.transData.transform((0.0, 1.0)))[0]
+        assert x_axes > 0.015
+        assert ax.get_xlim() == pattern_xlim(1000)
+
+
+def test_plot_sparsity_pattern_is_slide_ready():
+    batch = embedding_lookup_batch(1000, 16, 256, 1.0, seed=0)
+    fig = drawn(plot_sparsity_pattern(batch.ids, batch.grad))
+    assert fig.dpi == 144
+    assert minor_tick_labels(fig) == []
+    ax_counts = fig.axes[1]
+    low, high = ax_counts.get_ylim()
+    labels = [t.get_text() for t in ax_counts.get_yticklabels() if low <= t.get_position()[1] <= high]
+    assert labels == ["1", "2", "5", "10", "20", "50"]  # plain 1-2-5 labels on the log count axis (34 lookups max)
+    assert ax_counts.yaxis.get_ticklabels()[0].get_fontsize() == 10.0  # slide tick size
+
+
+def test_explore_lookup_reports_and_plots_one_setting():
+    report, fig = explore_lookup(1000, 16, 256, 1.0, seed=0)
+    batch = embedding_lookup_batch(1000, 16, 256, 1.0, seed=0)
+    lines = report.splitlines()
+    assert lines[:-1] == sparsity_summary(batch.ids, batch.grad).format().splitlines()
+    assert lines[-1] == "expected distinct rows: 130.06 (13.01% of rows)"
+    assert lines[1] == "distinct rows touched : 145 (14.50% of rows)"
+    assert isinstance(fig, Figure) and fig.dpi == 144
+    np.testing.assert_array_equal(fig.axes[0].lines[0].get_xdata(), batch.grad.row_of_entries())
+    assert explore_lookup(1000, 16, 256, 1.0, seed=0)[0] == report  # seeded
+
+
 def test_plot_sparsity_pattern_draws_every_entry_and_every_touched_row():
     batch = embedding_lookup_batch(40, 3, 25, 1.0, seed=1)
     fig = plot_sparsity_pattern(batch.ids, batch.grad)
@@ -134,6 +206,6 @@ def test_plot_sparsity_pattern_draws_every_entry_and_every_touched_row():
     counts = np.bincount(batch.ids, minlength=40)
     assert heights == {int(r): counts[r] for r in batch.grad.touched_rows}
     assert ax_counts.get_yscale() == "log"
-    assert ax_pattern.get_xlim() == ax_counts.get_xlim() == (-0.5, 39.5)
+    assert ax_pattern.get_xlim() == ax_counts.get_xlim() == pattern_xlim(40) == (-1.5, 40.5)
     assert fig.get_suptitle() == "gradient of an embedding lookup, table 40 x 3"
     assert plot_sparsity_pattern(batch.ids, batch.grad, title="t").get_suptitle() == "t"

@@ -6,8 +6,12 @@ that state, so that ``U`` can be inspected (and the notebook
 asserts that the optimizer's measured steps agree with it).
 :func:`paper_eps_update_direction` is the paper's additive-``eps1`` placement,
 kept as a *comparison variant* for the notebook and not part of the optimizer's
-API. Computation functions return plain numbers, arrays and dicts; plotting
-functions return a :class:`matplotlib.figure.Figure` and never call ``show``.
+API. :func:`embedding_table_state`, :func:`adafactor_on_lookups` and
+:func:`rare_row_coupling` put the factored state next to an embedding table and
+its sparse gradients. Computation functions return plain numbers, arrays and
+dicts; plotting functions return a :class:`matplotlib.figure.Figure` made by
+:func:`sparse_opt.demos.figures.new_figure` (no pyplot, 144 dpi, slide type
+sizes, no minor tick labels, legends outside the data).
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from sparse_opt.adafactor import Adafactor, factored_second_moment
+from sparse_opt.demos.data import zipf_id_batches
+from sparse_opt.demos.figures import finish, new_figure
+from sparse_opt.demos.gradients import quadratic_lookup_gradient
+from sparse_opt.dense_adam import DenseAdam
 
 
 def _rms(x: np.ndarray) -> float:
@@ -280,6 +288,178 @@ def row_rms(u: np.ndarray) -> np.ndarray:
     return np.sqrt(np.mean(np.square(u, dtype=np.float64), axis=-1))
 
 
+def embedding_table_state(rows: int, cols: int, dtype: np.dtype | type = np.float32) -> dict[str, int]:
+    """Optimizer-state sizes for a ``rows x cols`` embedding table, in numbers and bytes.
+
+    ``"table"``: the table's entries. ``"adam"``: Adam's ``m`` and ``v`` (two
+    numbers per entry). ``"adafactor_row"``, ``"adafactor_col"``: the entries of
+    :class:`Adafactor`'s ``row_var`` and ``col_var``, read from the state it
+    allocates for a zero table (``np.zeros`` maps its pages lazily, so a large
+    table costs no real memory here); ``"adafactor"`` their sum. ``"itemsize"``:
+    bytes per number of ``dtype``.
+    """
+    state = Adafactor([np.zeros((rows, cols), dtype=dtype)]).state[0]
+    return {
+        "table": rows * cols,
+        "adam": 2 * rows * cols,
+        "adafactor_row": int(state["row_var"].size),
+        "adafactor_col": int(state["col_var"].size),
+        "adafactor": int(state["row_var"].size + state["col_var"].size),
+        "itemsize": np.dtype(dtype).itemsize,
+    }
+
+
+def adafactor_on_lookups(
+    rows: int = 2000,
+    cols: int = 16,
+    num_steps: int = 200,
+    batch_size: int = 64,
+    skew: float = 1.0,
+    seed: int = 0,
+    *,
+    lr: float = 0.01,
+    extra_touch: tuple[int, int] | None = None,
+) -> dict[str, np.ndarray]:
+    """Dense :class:`Adafactor` on an embedding table whose gradients are zero outside the looked-up rows.
+
+    The table starts at ``N(0, 0.1**2)`` and each lookup pulls its row towards a
+    fixed ``N(0, 1)`` target (:func:`~sparse_opt.demos.gradients.quadratic_lookup_gradient`);
+    the ids are :func:`~sparse_opt.demos.data.zipf_id_batches`. Each step's sparse
+    gradient is handed to the optimizer as ``csr.to_dense()``, the only way
+    :class:`Adafactor` accepts it. Default hyperparameters except ``lr``.
+
+    Parameters
+    ----------
+    rows, cols, num_steps, batch_size, skew, seed
+        The table, the length of the run and the id stream (``seed`` also seeds
+        the start and the targets).
+    lr : float
+        Adafactor's ``lr`` (the cap of ``rho_t``).
+    extra_touch : (step, row), optional
+        Add one lookup of ``row`` to the batch of ``step`` (1-based): the same run
+        with a single extra touch, for :func:`rare_row_coupling`.
+
+    Returns
+    -------
+    dict
+        Per step, shape ``(num_steps,)``: ``"touched"`` (distinct rows looked up),
+        ``"untouched_moved"`` (rows not looked up whose parameters changed),
+        ``"row_var_moved"`` (rows whose ``row_var`` changed), ``"rms_u_table"`` and
+        ``"rms_u_touched"`` (``RMS(U)``, ``U = g / sqrt(max(V, eps1**2))`` with ``V``
+        rebuilt from the state after the step, over the whole table and over the
+        looked-up rows only), ``"rms_u_first"`` (over the rows looked up for the
+        first time, NaN on a step without any), ``"max_step"`` (largest ``|change|`` of a weight). Final: ``"params"`` ``(rows, cols)``, ``"touches"``
+        (steps on which each row was looked up, ``(rows,)``), ``"row_var"``
+        ``(rows,)`` and ``"col_var"`` ``(cols,)``.
+    """
+    rng = np.random.default_rng(seed)
+    table = 0.1 * rng.standard_normal((rows, cols))
+    target = rng.standard_normal((rows, cols))
+    batches = zipf_id_batches(rows, batch_size, num_steps, skew, seed)
+    opt = Adafactor([table], lr=lr)
+    state = opt.state[0]
+    eps1 = float(np.finfo(table.dtype).eps)
+    out = {key: np.zeros(num_steps, dtype=int) for key in ("touched", "untouched_moved", "row_var_moved")}
+    out.update({key: np.zeros(num_steps) for key in ("rms_u_table", "rms_u_touched", "rms_u_first", "max_step")})
+    touches = np.zeros(rows, dtype=int)
+    for t, ids in enumerate(batches):
+        if extra_touch is not None and extra_touch[0] == t + 1:
+            ids = np.append(ids, extra_touch[1])
+        grad = quadratic_lookup_gradient(table, target, ids).to_dense()
+        looked_up = np.zeros(rows, dtype=bool)
+        looked_up[ids] = True
+        first = looked_up & (touches == 0)
+        touches += looked_up
+        before, row_before = table.copy(), state["row_var"].copy()
+        opt.step([grad])
+        v = factored_second_moment(state["row_var"], state["col_var"], eps1)
+        u = grad / np.sqrt(np.maximum(v, eps1 * eps1))
+        out["touched"][t] = looked_up.sum()
+        out["untouched_moved"][t] = np.any(table[~looked_up] != before[~looked_up], axis=1).sum()
+        out["row_var_moved"][t] = (state["row_var"] != row_before).sum()
+        out["rms_u_table"][t] = _rms(u)
+        out["rms_u_touched"][t] = _rms(u[looked_up])
+        out["rms_u_first"][t] = _rms(u[first]) if first.any() else np.nan
+        out["max_step"][t] = np.abs(table - before).max()
+    out.update(
+        params=table,
+        touches=touches,
+        row_var=state["row_var"][:, 0].copy(),
+        col_var=state["col_var"][0].copy(),
+    )
+    return out
+
+
+def rare_row_coupling(
+    rows: int = 2000, cols: int = 16, num_steps: int = 200, batch_size: int = 64, skew: float = 1.0, seed: int = 0,
+    *, touch_step: int = 100, lr: float = 0.01,
+) -> dict[str, float | int]:
+    """How much one extra lookup of the rarest row moves the *other* rows, under Adafactor and under dense Adam.
+
+    Two runs of :func:`adafactor_on_lookups` (same seed) differ only in one
+    lookup of row ``rows - 1`` added at ``touch_step``. The same pair of
+    streams is fed to :class:`~sparse_opt.dense_adam.DenseAdam` (``lr``, default
+    betas), whose update is per coordinate, as the control.
+
+    Returns
+    -------
+    dict
+        ``"row"``: the rare row; ``"rare_touches"``: its lookups in the run without
+        the extra one; ``"adafactor_other_rows"``, ``"adam_other_rows"``: the
+        largest ``|difference|`` between the two runs' final parameters over every
+        row except the rare one; ``"adafactor_rows_differing"``,
+        ``"adam_rows_differing"``: how many other rows differ at all;
+        ``"adafactor_step_at_touch"``: for scale, the largest change of any weight
+        in Adafactor's step ``touch_step`` (run without the extra lookup).
+    """
+    rare = rows - 1
+    runs = [adafactor_on_lookups(rows, cols, num_steps, batch_size, skew, seed, lr=lr, extra_touch=extra)
+            for extra in (None, (touch_step, rare))]
+    adam = [_dense_adam_on_lookups(rows, cols, num_steps, batch_size, skew, seed, lr, extra)
+            for extra in (None, (touch_step, rare))]
+    others = np.arange(rows) != rare
+    result: dict[str, float | int] = {
+        "row": rare,
+        "rare_touches": int(runs[0]["touches"][rare]),
+        "adafactor_step_at_touch": float(runs[0]["max_step"][touch_step - 1]),
+    }
+    for name, (a, b) in (("adafactor", (runs[0]["params"], runs[1]["params"])), ("adam", adam)):
+        diff = np.abs(a[others] - b[others])
+        result[f"{name}_other_rows"] = float(diff.max())
+        result[f"{name}_rows_differing"] = int(np.any(diff != 0, axis=1).sum())
+    return result
+
+
+def _dense_adam_on_lookups(
+    rows: int, cols: int, num_steps: int, batch_size: int, skew: float, seed: int, lr: float,
+    extra_touch: tuple[int, int] | None,
+) -> np.ndarray:
+    """The :func:`adafactor_on_lookups` problem trained by dense Adam; returns the final table."""
+    rng = np.random.default_rng(seed)
+    table = 0.1 * rng.standard_normal((rows, cols))
+    target = rng.standard_normal((rows, cols))
+    opt = DenseAdam(table, lr=lr)
+    for t, ids in enumerate(zipf_id_batches(rows, batch_size, num_steps, skew, seed)):
+        if extra_touch is not None and extra_touch[0] == t + 1:
+            ids = np.append(ids, extra_touch[1])
+        opt.step(quadratic_lookup_gradient(table, target, ids).to_dense())
+    return table
+
+
+def _tidy_log_axes(fig: Figure) -> Figure:
+    """No minor tick labels on any log axis (they clutter a slide); short log axes get 1-2-5 major labels."""
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() != "log":
+                continue
+            axis.set_minor_formatter(NullFormatter())
+            low, high = sorted(limits)
+            if low > 0 and high / low < 100:
+                axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    return fig
+
+
 def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
     """Factored estimate against the full EMA of ``g**2``, one panel per stream, plus the error over steps.
 
@@ -292,38 +472,42 @@ def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> F
     -------
     Figure
         ``len(results) + 1`` axes: log-log scatters of factored (y) against full
-        (x) with the diagonal, then the relative error per step (log-log).
+        (x) with the diagonal, then the relative error per step (log-log). One
+        legend for the whole figure, below the axes, so it covers no data.
     """
     n = len(results)
-    fig, axes = plt.subplots(1, n + 1, figsize=(3.6 * (n + 1), 3.3), layout="constrained")
-    for ax, (label, res) in zip(axes, results.items()):
+    fig = new_figure(3.4 * (n + 1), 3.6)
+    axes = fig.subplots(1, n + 1)
+    colors = [f"C{i}" for i in range(n)]
+    for ax, (label, res), color in zip(axes, results.items(), colors):
         full, factored = res["full"].ravel(), res["factored"].ravel()
-        ax.loglog(full, factored, ".", ms=3, alpha=0.6)
+        ax.loglog(full, factored, ".", ms=3, alpha=0.6, color=color)
         lo, hi = min(full.min(), factored.min()), max(full.max(), factored.max())
-        ax.loglog([lo, hi], [lo, hi], "k--", lw=1, label="exact")
+        ax.loglog([lo, hi], [lo, hi], "k--", lw=1, label="factored = full (exact)" if ax is axes[0] else None)
         ax.set(title=f"{label}: entries of V", xlabel="full EMA of g**2", ylabel="factored estimate")
-        ax.legend(loc="upper left")
     err_ax = axes[-1]
-    for label, res in results.items():
+    for (label, res), color in zip(results.items(), colors):
         steps = np.arange(1, len(res["rel_error"]) + 1)
-        err_ax.loglog(steps, res["rel_error"], label=label)
+        err_ax.loglog(steps, res["rel_error"], color=color, label=f"relative error, {label}")
     err_ax.set(title="relative error of V_fact", xlabel="step t", ylabel="relative error")
-    err_ax.legend()
-    return fig
+    fig.legend(loc="outside lower center", ncols=n + 1)
+    return finish(_tidy_log_axes(fig))
 
 
 def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e-3) -> Figure:
     """``rho_t``, ``alpha_t``, ``RMS(P)`` and the measured step over steps (log-log), from :func:`adafactor_trace`.
 
     ``lr`` and ``eps2`` are the values the trace was run with (drawn as guides).
+    The legend sits to the right of the axes, so no curve is hidden behind it.
 
     Returns
     -------
     Figure
-        One axes.
+        One axes and one figure legend outside it.
     """
     t = trace["t"]
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    fig = new_figure(9.0, 3.8)
+    ax = fig.add_subplot()
     ax.loglog(t, 1.0 / np.sqrt(t), ":", color="gray", label="1/sqrt(t)")
     ax.axhline(lr, ls="--", color="gray", lw=1, label=f"lr = {lr:.3g}")
     ax.loglog(t, trace["rho"], lw=2, label="rho_t = min(lr, 1/sqrt(t))")
@@ -332,8 +516,8 @@ def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e
     ax.loglog(t, trace["alpha"], lw=2, label="alpha_t = max(eps2, RMS(P)) * rho_t")
     ax.loglog(t, trace["step"], ".", ms=2, label="measured RMS(P_new - P_old)")
     ax.set(title="Relative step size", xlabel="step t", ylabel="value")
-    ax.legend(fontsize=8, loc="lower right")
-    return fig
+    fig.legend(loc="outside right upper", markerscale=3)
+    return finish(_tidy_log_axes(fig))
 
 
 def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
@@ -343,20 +527,22 @@ def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
     -------
     Figure
         Two axes sharing the step axis: the clipping ratio (log y, threshold 1
-        drawn), then the factor the update was multiplied by.
+        drawn), then the factor the update was multiplied by; the legend is to
+        the right of the axes.
     """
     t = trace["t"]
     ratio = trace["rms_u"] / d
-    fig, (ax_ratio, ax_factor) = plt.subplots(2, 1, figsize=(7, 4), sharex=True, layout="constrained")
-    ax_ratio.semilogy(t, ratio, lw=1)
+    fig = new_figure(9.0, 4.2)
+    ax_ratio, ax_factor = fig.subplots(2, 1, sharex=True)
+    ax_ratio.semilogy(t, ratio, lw=1, label="RMS(U) / d")
     ax_ratio.axhline(1.0, color="red", ls="--", lw=1, label="clipping threshold")
     clipped = ratio > 1
     ax_ratio.semilogy(t[clipped], ratio[clipped], "r.", ms=4, label=f"clipped ({int(clipped.sum())} steps)")
     ax_ratio.set(title=f"Update clipping, d = {d:g}", ylabel="RMS(U) / d")
-    ax_ratio.legend(fontsize=8)
     ax_factor.plot(t, 1.0 / trace["clip"], lw=1)
     ax_factor.set(xlabel="step t", ylabel="1 / max(1, RMS(U)/d)", ylim=(0, 1.05))
-    return fig
+    fig.legend(loc="outside right upper")
+    return finish(_tidy_log_axes(fig))
 
 
 def plot_eps1_placement(row_scales: np.ndarray, curves: Mapping[str, np.ndarray]) -> Figure:
@@ -372,11 +558,44 @@ def plot_eps1_placement(row_scales: np.ndarray, curves: Mapping[str, np.ndarray]
     Returns
     -------
     Figure
-        One axes.
+        One axes, legend to its right.
     """
-    fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
+    fig = new_figure(8.0, 3.6)
+    ax = fig.add_subplot()
     for (label, values), marker in zip(curves.items(), "osd^v"):
         ax.loglog(row_scales, np.where(values > 0, values, np.nan), marker=marker, label=label)
     ax.set(title="Where eps1 bites: RMS(U) of each row", xlabel="|g| in the row", ylabel="RMS(U) of the row")
-    ax.legend(fontsize=8)
-    return fig
+    fig.legend(loc="outside right upper")
+    return finish(_tidy_log_axes(fig))
+
+
+def plot_adafactor_on_lookups(run: Mapping[str, np.ndarray]) -> Figure:
+    """What a dense Adafactor step does to an embedding table fed sparse gradients, from :func:`adafactor_on_lookups`.
+
+    Left: per step, the rows looked up, the rows whose ``row_var`` changed (every
+    row ever touched: its factor decays) and the untouched rows whose parameters
+    moved (none). Right: ``RMS(U)`` over the looked-up rows and over the whole
+    table (log y), with the clipping threshold ``d = 1``.
+
+    Returns
+    -------
+    Figure
+        Two axes, each with its legend below it.
+    """
+    steps = np.arange(1, len(run["touched"]) + 1)
+    rows = len(run["touches"])
+    fig = new_figure(11.0, 4.2)
+    ax_rows, ax_rms = fig.subplots(1, 2)
+    ax_rows.plot(steps, run["row_var_moved"], lw=2, label="rows whose row_var changed")
+    ax_rows.plot(steps, run["touched"], lw=1, label="rows looked up")
+    ax_rows.plot(steps, run["untouched_moved"], lw=1, ls="--", label="untouched rows whose weights moved")
+    ax_rows.axhline(rows, color="gray", lw=1, ls=":", label=f"all {rows} rows")
+    ax_rows.set(title="Work per step: the whole table's statistics", xlabel="step t", ylabel="rows",
+                ylim=(-0.03 * rows, 1.1 * rows))
+    ax_rows.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    ax_rms.semilogy(steps, run["rms_u_touched"], label="RMS(U) over the looked-up rows")
+    ax_rms.semilogy(steps, run["rms_u_table"], label="RMS(U) over the whole table")
+    ax_rms.axhline(1.0, color="red", ls="--", lw=1, label="clipping threshold d = 1")
+    ax_rms.set(title="Clipping sees the whole table", xlabel="step t", ylabel="RMS(U)")
+    ax_rms.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    return finish(_tidy_log_axes(fig))

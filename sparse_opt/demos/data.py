@@ -34,3 +34,21 @@ def zipf_ids(num_rows: int, size: int, skew: float, rng: np.random.Generator | i
     cdf = np.cumsum(zipf_probabilities(num_rows, skew))
     ids = np.searchsorted(cdf, gen.random(size), side="right")
     return np.minimum(ids, num_rows - 1).astype(np.int64)
+
+
+def zipf_id_batches(num_rows: int, batch_size: int, num_steps: int, skew: float, seed: int) -> np.ndarray:
+    """``num_steps`` batches of ``batch_size`` Zipf ids: an int64 array of shape ``(num_steps, batch_size)``.
+
+    All ids come from one ``np.random.default_rng(seed)`` in one draw
+    (:func:`zipf_ids` of ``num_steps * batch_size`` ids), row ``t`` being the
+    batch of step ``t + 1``, so a stream is reproducible from its seed alone.
+
+    Examples
+    --------
+    >>> zipf_id_batches(5, 3, 2, 1.0, seed=0).shape
+    (2, 3)
+    """
+    num_steps = as_size("num_steps", num_steps)
+    batch_size = as_size("batch_size", batch_size)
+    ids = zipf_ids(num_rows, num_steps * batch_size, skew, seed)
+    return ids.reshape(num_steps, batch_size)

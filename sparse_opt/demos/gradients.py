@@ -7,8 +7,10 @@ ids (:mod:`sparse_opt.demos.data`) a batch repeats the popular rows many times a
 touches only a small fraction of a large table -- the reason lazy optimizers exist.
 
 Computation functions return numbers and arrays; :func:`plot_sparsity_pattern`
-takes their results and returns a :class:`matplotlib.figure.Figure` (created
-without pyplot, so it works under any backend and is never shown twice).
+takes their results and returns a :class:`matplotlib.figure.Figure` made by
+:func:`sparse_opt.demos.figures.new_figure` (no pyplot, 144 dpi, slide type
+sizes), so it works under any backend and is never shown twice.
+:func:`explore_lookup` is everything the notebook's sliders redraw.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from sparse_opt.csr import CsrGradient
 from sparse_opt.demos.data import zipf_ids, zipf_probabilities
+from sparse_opt.demos.figures import finish, new_figure
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,32 @@ def dense_lookup_gradient(ids: np.ndarray, row_grads: np.ndarray, num_rows: int)
     out = np.zeros((num_rows, row_grads.shape[1]), dtype=row_grads.dtype)
     np.add.at(out, ids, row_grads)
     return out
+
+
+def quadratic_lookup_gradient(table: np.ndarray, target: np.ndarray, ids: np.ndarray) -> CsrGradient:
+    """Gradient of ``0.5 * sum_i ||table[ids[i]] - target[ids[i]]||**2`` with respect to ``table``.
+
+    The smallest embedding "model" with a real gradient: every lookup pulls its
+    row towards that row's target. The row gradient of lookup ``i`` is
+    ``table[ids[i]] - target[ids[i]]``, and a row looked up ``k`` times gets ``k``
+    times it, as :meth:`CsrGradient.from_rows` sums repeated rows. Only the looked-up
+    rows are read (O(batch * cols)).
+
+    Parameters
+    ----------
+    table, target : ndarray, shape (rows, cols)
+        The parameters and the row targets.
+    ids : ndarray of int
+        The looked-up rows (repeats allowed, any order).
+
+    Examples
+    --------
+    >>> g = quadratic_lookup_gradient(np.ones((3, 2)), np.zeros((3, 2)), np.array([2, 2, 0]))
+    >>> g.to_dense().tolist()
+    [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
+    """
+    ids = np.asarray(ids)
+    return CsrGradient.from_rows(ids, table[ids] - target[ids], table.shape[0])
 
 
 @dataclass(frozen=True)
@@ -200,13 +229,24 @@ def format_entries(grad: CsrGradient, max_entries: int = 12) -> str:
     return "\n".join(lines)
 
 
+def pattern_xlim(num_rows: int) -> tuple[float, float]:
+    """Row-axis limits of :func:`plot_sparsity_pattern`: every row, plus a margin on both sides.
+
+    The margin is 2.5% of the table (at least half a row) so that row 0, the most
+    looked-up row of a Zipf batch, is drawn clear of the left spine instead of on it.
+    """
+    pad = max(0.5, 0.025 * num_rows)
+    return (-0.5 - pad, num_rows - 0.5 + pad)
+
+
 def plot_sparsity_pattern(ids: np.ndarray, grad: CsrGradient, title: str | None = None) -> Figure:
     """Picture the entries of a table gradient and the lookups behind them.
 
     Top axes: every stored entry as a mark at (row id, column) -- the table drawn
     sideways, one vertical stripe per touched row. Bottom axes: how many lookups
     each row received (log scale); rows looked up more than once had their
-    gradients summed into one stripe.
+    gradients summed into one stripe. Both axes share the row axis, whose limits
+    (:func:`pattern_xlim`) leave a margin so that no row sits on a spine.
 
     Parameters
     ----------
@@ -220,13 +260,14 @@ def plot_sparsity_pattern(ids: np.ndarray, grad: CsrGradient, title: str | None 
     Returns
     -------
     matplotlib.figure.Figure
-        Two axes sharing the row axis; the top one holds one line (the entries),
-        the bottom one a collection of stems.
+        A :func:`~sparse_opt.demos.figures.new_figure` (144 dpi, slide type sizes)
+        with two axes sharing the row axis; the top one holds one line (the
+        entries), the bottom one a collection of stems.
     """
     rows, cols = grad.shape
     counts = np.bincount(np.asarray(ids), minlength=rows)
     touched = np.flatnonzero(counts)
-    fig = Figure(figsize=(9.0, 5.0), dpi=80, layout="constrained")
+    fig = new_figure(9.0, 5.0)
     ax_pattern, ax_counts = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     # One vertical tick per entry, sized to its cell (in points) so that a complete
     # row reads as a solid stripe; at least 0.8 pt wide so no row vanishes.
@@ -242,7 +283,7 @@ def plot_sparsity_pattern(ids: np.ndarray, grad: CsrGradient, title: str | None 
         color="tab:blue",
     )
     ax_pattern.yaxis.get_major_locator().set_params(integer=True)
-    ax_pattern.set_xlim(-0.5, rows - 0.5)
+    ax_pattern.set_xlim(*pattern_xlim(rows))
     ax_pattern.set_ylim(cols - 0.5, -0.5)
     ax_pattern.set_ylabel("column")
     ax_pattern.set_title(f"stored entries: {grad.nnz} of {rows * cols} ({grad.nnz / max(rows * cols, 1):.2%})")
@@ -250,10 +291,25 @@ def plot_sparsity_pattern(ids: np.ndarray, grad: CsrGradient, title: str | None 
     ax_counts.set_yscale("log")
     ax_counts.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
     ax_counts.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    ax_counts.yaxis.set_minor_formatter(NullFormatter())
+    ax_counts.yaxis.set_minor_locator(NullLocator())
     ax_counts.set_ylim(0.8, max(2.0, 1.5 * float(counts.max(initial=1))))
     ax_counts.set_xlabel("row id (= popularity rank: 0 is the most frequent)")
     ax_counts.set_ylabel("lookups")
     ax_counts.set_title(f"lookups per row: {len(ids)} lookups, {touched.size} distinct rows")
     fig.suptitle(title if title is not None else f"gradient of an embedding lookup, table {rows} x {cols}")
-    return fig
+    return finish(fig)
+
+
+def explore_lookup(num_rows: int, cols: int, batch_size: int, skew: float, seed: int = 0) -> tuple[str, Figure]:
+    """Everything the notebook's sliders show for one setting: a text report and the pattern plot.
+
+    Draws :func:`embedding_lookup_batch` with these arguments and returns
+    ``(report, figure)``: the report is :meth:`SparsitySummary.format` followed by
+    the expected number of distinct rows (:func:`expected_distinct_rows`, 2
+    decimals); the figure is :func:`plot_sparsity_pattern`.
+    """
+    batch = embedding_lookup_batch(num_rows, cols, batch_size, skew, seed)
+    summary = sparsity_summary(batch.ids, batch.grad)
+    expected = expected_distinct_rows(num_rows, batch_size, skew)
+    report = f"{summary.format()}\nexpected distinct rows: {expected:.2f} ({expected / num_rows:.2%} of rows)"
+    return report, plot_sparsity_pattern(batch.ids, batch.grad)
