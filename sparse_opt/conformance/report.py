@@ -137,7 +137,7 @@ class Report:
             lines.append(("verdict", "no reference matches every scenario"))
             lines.append(("closest", named(self.closest)))
         source = self.claims or self.closest
-        if self.claims or not self.verdict:
+        if source is not None and (self.claims or not self.verdict):
             lines.append((f"first divergence from {source}", str(self.divergence) if self.divergence else "none"))
         skipped = [r.scenario for r in self.results if r.skipped]
         if skipped:
