@@ -47,7 +47,9 @@ class DenseAdam(Stateful):
     Attributes
     ----------
     m, v : ndarray
-        Moments, the parameters' shape and dtype.
+        Moments, the parameters' shape and dtype. Besides them the optimizer keeps two
+        work arrays of that size (the next ``v`` is computed beside the current one and
+        checked before anything changes), so it holds four table-sized arrays.
     step_count : int
         Number of ``step`` calls so far.
 
@@ -81,7 +83,7 @@ class DenseAdam(Stateful):
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
         self.step_count = 0
-        self._spare: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._buffers: tuple[np.ndarray, np.ndarray] | None = None
 
     def step(self, grad: np.ndarray) -> None:
         """One Adam step with the dense gradient ``grad`` (the parameters' shape, finite).
@@ -92,34 +94,34 @@ class DenseAdam(Stateful):
         """
         if grad is None:
             raise TypeError("grad must be an ndarray, got None")
-        owned = [self.m, self.v, *(self._spare or ())]  # an old m or v is reused as a buffer: copy it too
+        owned = [self.m, self.v, *(self._buffers or ())]  # an old v is reused as a buffer: copy it too
         (g,) = check_dense_grads([grad], [self.params], state=owned)
         if self.step_count >= INT64_MAX:
             raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
         t = self.step_count + 1
-        if self._spare is None:  # the next moments are computed here, then swapped in: no table-sized allocation per step
-            self._spare = (np.empty_like(self.m), np.empty_like(self.v), np.empty_like(self.params))
-        m, v, work = self._spare
-        with np.errstate(all="ignore"):  # results are checked before anything is written
-            np.multiply(self.m, self.beta1, out=m)
-            m += np.multiply(g, 1.0 - self.beta1, out=work)  # m = beta1 * m + (1 - beta1) * g
+        if self._buffers is None:  # kept, not allocated per step: fresh table-sized arrays page-fault every step
+            self._buffers = (np.empty_like(self.v), np.empty_like(self.params))
+        v, work = self._buffers
+        with np.errstate(all="ignore"):
             np.multiply(self.v, self.beta2, out=v)
             np.multiply(g, g, out=work)
             work *= 1.0 - self.beta2
-            v += work  # v = beta2 * v + (1 - beta2) * g**2
-        check_new_state("v", v, nonnegative=True)
-        check_new_state("m", m)
+            v += work  # v = beta2 * v + (1 - beta2) * g**2, beside the old v
+        check_new_state("v", v, nonnegative=True)  # refused before anything changes; m is finite whenever v is
+        self._buffers = (self.v, work)
+        self.v = v
+        self.m *= self.beta1
+        self.m += np.multiply(g, 1.0 - self.beta1, out=work)  # m = beta1 * m + (1 - beta1) * g
         with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
             if self.weight_decay:
                 self.params *= 1.0 - self.lr * self.weight_decay
             denom = np.sqrt(v, out=work)
             denom /= math.sqrt(1.0 - self.beta2**t)
             denom += self.eps
-            update = np.divide(m, denom, out=work)
+            update = np.divide(self.m, denom, out=work)
             update *= self.lr / (1.0 - self.beta1**t)
             self.params -= update
-        self._spare = (self.m, self.v, work)
-        self.m, self.v, self.step_count = m, v, t
+        self.step_count = t
 
     def _config(self) -> dict[str, float]:
         return {"lr": self.lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "weight_decay": self.weight_decay}

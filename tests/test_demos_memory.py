@@ -97,7 +97,7 @@ def test_same_gradient_same_peak_on_any_table_but_dense_grows():
         small, large = mem.step_peaks_on_tables(c, workload, [1_000, 100_000])
         assert small > 0 and same_peak(small, large), c.name
     small, large = mem.step_peaks_on_tables(contender(DENSE_ADAM), workload, [1_000, 100_000])
-    assert large > 50 * small  # DenseAdam: table-sized temporaries
+    assert same_peak(small, large)  # DenseAdam computes in the work arrays it keeps (see the kept bytes below)
     with pytest.raises(ValueError, match="would not fit"):
         mem.step_peaks_on_tables(contender(LAZY_ADAM), workload, [10])
 
@@ -108,6 +108,8 @@ def test_kept_bytes_is_the_state_and_dense_equivalent_adds_a_constant():
         c = contender(name)
         for w in (small, large):
             state = mem.state_bytes_per_param(c, cols=w.cols) * w.rows * w.cols
+            if name == DENSE_ADAM:
+                state += 2 * w.table_bytes  # DenseAdam's two work arrays
             assert 0 <= mem.kept_bytes(c, w) - state <= 16 * 1024, (name, w.rows)  # the state, and a few KiB of objects
     de, dd = contender(DENSE_EQUIVALENT_ADAM), contender(DORMANCY_ADAM)
     extra_small = mem.kept_bytes(de, small) - mem.kept_bytes(dd, small)

@@ -228,11 +228,6 @@ def peaks_by_table(contenders: Iterable[Contender], workload: Workload, rows: Se
     return {c.name: step_peaks_on_tables(c, workload, rows) for c in contenders}
 
 
-def peaks_by_table(contenders: Iterable[Contender], workload: Workload, rows: Sequence[int]) -> dict[str, list[int]]:
-    """:func:`step_peaks_on_tables` of each contender, by name."""
-    return {c.name: step_peaks_on_tables(c, workload, rows) for c in contenders}
-
-
 def state_bytes_per_param(contender: Contender, rows: int = 8, cols: int = 64, dtype: str = "float32") -> float:
     """Bytes of optimizer state per parameter (:func:`held_bytes`), measured on a small table after one step.
 
