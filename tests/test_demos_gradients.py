@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
@@ -22,23 +21,7 @@ from sparse_opt.demos.gradients import (
     sparsity_summary,
     touch_probabilities,
 )
-
-
-def drawn(fig: Figure) -> Figure:
-    """Lay the figure out and draw it with Agg, so tick labels and extents are final."""
-    FigureCanvasAgg(fig).draw()
-    return fig
-
-
-def minor_tick_labels(fig: Figure) -> list[str]:
-    """Every non-empty minor tick label of every axis (slide figures have none)."""
-    return [
-        t.get_text()
-        for ax in fig.axes
-        for axis in (ax.xaxis, ax.yaxis)
-        for t in axis.get_minorticklabels()
-        if t.get_visible() and t.get_text()
-    ]
+from figure_checks import drawn, minor_tick_labels
 
 
 def test_dense_lookup_gradient_sums_repeated_rows_by_hand():

@@ -21,11 +21,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from sparse_opt.adafactor import Adafactor, factored_second_moment
 from sparse_opt.demos.data import zipf_id_batches
-from sparse_opt.demos.figures import finish, new_figure
+from sparse_opt.demos.figures import finish, new_figure, tidy_log_axes
 from sparse_opt.demos.gradients import quadratic_lookup_gradient
 from sparse_opt.dense_adam import DenseAdam
 
@@ -446,20 +445,6 @@ def _dense_adam_on_lookups(
     return table
 
 
-def _tidy_log_axes(fig: Figure) -> Figure:
-    """No minor tick labels on any log axis (they clutter a slide); short log axes get 1-2-5 major labels."""
-    for ax in fig.axes:
-        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-            if axis.get_scale() != "log":
-                continue
-            axis.set_minor_formatter(NullFormatter())
-            low, high = sorted(limits)
-            if low > 0 and high / low < 100:
-                axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    return fig
-
-
 def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
     """Factored estimate against the full EMA of ``g**2``, one panel per stream, plus the error over steps.
 
@@ -491,7 +476,7 @@ def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> F
         err_ax.loglog(steps, res["rel_error"], color=color, label=f"relative error, {label}")
     err_ax.set(title="relative error of V_fact", xlabel="step t", ylabel="relative error")
     fig.legend(loc="outside lower center", ncols=n + 1)
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
 
 
 def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e-3) -> Figure:
@@ -517,7 +502,7 @@ def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e
     ax.loglog(t, trace["step"], ".", ms=2, label="measured RMS(P_new - P_old)")
     ax.set(title="Relative step size", xlabel="step t", ylabel="value")
     fig.legend(loc="outside right upper", markerscale=3)
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
 
 
 def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
@@ -542,7 +527,7 @@ def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
     ax_factor.plot(t, 1.0 / trace["clip"], lw=1)
     ax_factor.set(xlabel="step t", ylabel="1 / max(1, RMS(U)/d)", ylim=(0, 1.05))
     fig.legend(loc="outside right upper")
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
 
 
 def plot_eps1_placement(row_scales: np.ndarray, curves: Mapping[str, np.ndarray]) -> Figure:
@@ -566,7 +551,7 @@ def plot_eps1_placement(row_scales: np.ndarray, curves: Mapping[str, np.ndarray]
         ax.loglog(row_scales, np.where(values > 0, values, np.nan), marker=marker, label=label)
     ax.set(title="Where eps1 bites: RMS(U) of each row", xlabel="|g| in the row", ylabel="RMS(U) of the row")
     fig.legend(loc="outside right upper")
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
 
 
 def plot_adafactor_on_lookups(run: Mapping[str, np.ndarray]) -> Figure:
@@ -598,4 +583,4 @@ def plot_adafactor_on_lookups(run: Mapping[str, np.ndarray]) -> Figure:
     ax_rms.axhline(1.0, color="red", ls="--", lw=1, label="clipping threshold d = 1")
     ax_rms.set(title="Clipping sees the whole table", xlabel="step t", ylabel="RMS(U)")
     ax_rms.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))

@@ -24,10 +24,10 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
 from sparse_opt.demos.data import zipf_id_batches
-from sparse_opt.demos.figures import finish, new_figure
+from sparse_opt.demos.figures import finish, new_figure, tidy_log_axes
 from sparse_opt.demos.gradients import quadratic_lookup_gradient
 from sparse_opt.egdd import EGDD
 
@@ -364,20 +364,6 @@ def touch_buckets(
     return out
 
 
-def _tidy_log_axes(fig: Figure) -> Figure:
-    """No minor tick labels on any log axis (they clutter a slide); short log axes get 1-2-5 major labels."""
-    for ax in fig.axes:
-        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-            if axis.get_scale() != "log":
-                continue
-            axis.set_minor_formatter(NullFormatter())
-            low, high = sorted(limits)
-            if low > 0 and high / low < 100:
-                axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    return fig
-
-
 def plot_egdd_run(egdd: Mapping[str, np.ndarray], sgd: Mapping[str, np.ndarray], curvatures: Sequence[float]) -> Figure:
     """Loss curves (EGDD against momentum SGD), EGDD's gains per coordinate, and its ``lr_scale``.
 
@@ -410,7 +396,7 @@ def plot_egdd_run(egdd: Mapping[str, np.ndarray], sgd: Mapping[str, np.ndarray],
     ax_gain.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=4, title="curvature of the coordinate")
     ax_scale.plot(steps, egdd["lr_scale"])
     ax_scale.set(title="lr_scale (one per tensor)", xlabel="step", ylabel="lr_scale")
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
 
 
 #: Share of the axes height, at the top, reserved for the "diverged" band of :func:`plot_lr_sweep`.
@@ -460,7 +446,7 @@ def plot_lr_sweep(sweep: Mapping[str, np.ndarray], stability_limit: float | None
                    label=f"momentum SGD stability limit, lr = {stability_limit:.3g}")
     ax.set(title="Final loss after the same number of steps", xlabel="learning_rate", ylabel="final loss")
     fig.legend(loc="outside right upper")
-    _tidy_log_axes(fig)
+    tidy_log_axes(fig)
     # The band is not a loss scale: no tick labels inside it.
     loss_labels = ax.yaxis.get_major_formatter()
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, pos: "" if v > 10**high else loss_labels(v, pos)))
@@ -496,4 +482,4 @@ def plot_egdd_on_lookups(run: Mapping[str, Any]) -> Figure:
     steps = np.arange(1, len(run["lr_scale"]) + 1)
     ax_scale.plot(steps, run["lr_scale"])
     ax_scale.set(title="lr_scale: one number for the table", xlabel="step", ylabel="lr_scale")
-    return finish(_tidy_log_axes(fig))
+    return finish(tidy_log_axes(fig))
