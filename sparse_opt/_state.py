@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,12 @@ def counter(key: str) -> Entry:
 def float_array(key: str, like: np.ndarray, *, nonnegative: bool = False) -> Entry:
     """A float state array of ``like``'s shape and dtype."""
     return Entry(key, (like.shape,), like.dtype, nonnegative=nonnegative)
+
+
+def config_scalars(config: Any) -> dict[str, ConfigValue]:
+    """A config dataclass's fields as plain Python scalars, in field order (an enum as its string value)."""
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    return {name: value.value if isinstance(value, Enum) else value for name, value in values.items()}
 
 
 def make_state_dict(config: Mapping[str, ConfigValue], values: Mapping[str, Any]) -> dict[str, Any]:

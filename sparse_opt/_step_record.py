@@ -26,7 +26,19 @@ the flattened parameters.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+
+def previous_steps(last_step: Any, index: np.ndarray, ndim: int) -> np.ndarray:
+    """``last_step[index]``, shaped to broadcast against the ``ndim``-D values gathered at ``index``.
+
+    A table's rows usually have one step each (shape ``(k,)``); against rows of
+    values (``(k, cols)``) they get a trailing axis, ``(k, 1)``.
+    """
+    last = np.asarray(last_step[index])
+    return last.reshape(*last.shape, *([1] * (ndim - last.ndim)))
 
 
 class CoordinateSteps:
@@ -42,10 +54,6 @@ class CoordinateSteps:
     def stamp(self, index: np.ndarray, step: int, by_rows: bool = False) -> None:
         """Record ``step`` for the coordinates ``index``."""
         self.steps[index] = step
-
-    def stamp_all(self, step: int) -> None:
-        """Record ``step`` for every coordinate."""
-        self.steps.fill(step)
 
     def as_array(self) -> np.ndarray:
         """The record itself (the caller makes it read-only)."""
@@ -170,11 +178,6 @@ class RowSteps:
         if uniform.any():
             self.row_step[part_ids[uniform]] = self.pool[slots[uniform], 0]
             self._unsplit(part_ids[uniform])
-
-    def stamp_all(self, step: int) -> None:
-        """Record ``step`` for every entry: no row is split afterwards."""
-        self.row_step.fill(step)
-        self._no_splits()
 
     # -- whole record ------------------------------------------------------------
     def as_array(self) -> np.ndarray:

@@ -76,6 +76,15 @@ def check_scalar(
     return v
 
 
+def check_decoupled_decay(lr: float, weight_decay: float) -> None:
+    """Refuse ``lr * weight_decay > 1``: the decoupled decay factor ``1 - lr * weight_decay`` would be negative."""
+    if lr * weight_decay > 1.0:
+        raise ValueError(
+            f"Invalid weight_decay: {weight_decay} (lr * weight_decay = {lr * weight_decay} > 1 "
+            "would make the decay factor 1 - lr * weight_decay negative)"
+        )
+
+
 def check_bool(name: str, value: object) -> bool:
     """Return ``value`` as a bool; only real booleans are accepted."""
     if not isinstance(value, (bool, np.bool_)):

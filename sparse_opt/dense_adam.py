@@ -24,7 +24,13 @@ import numpy as np
 
 from sparse_opt._arrays import INT64_MAX
 from sparse_opt._state import Entry, Stateful, counter, float_array
-from sparse_opt._validation import check_dense_grads, check_new_state, check_param_array, check_scalar
+from sparse_opt._validation import (
+    check_decoupled_decay,
+    check_dense_grads,
+    check_new_state,
+    check_param_array,
+    check_scalar,
+)
 
 
 class DenseAdam(Stateful):
@@ -78,8 +84,7 @@ class DenseAdam(Stateful):
         self.beta2 = check_scalar("beta2", beta2, low=0.0, high=1.0, high_open=True)
         self.eps = check_scalar("eps", eps, low=0.0)
         self.weight_decay = check_scalar("weight_decay", weight_decay, low=0.0)
-        if self.lr * self.weight_decay > 1.0:
-            raise ValueError(f"Invalid weight_decay: {weight_decay} (lr * weight_decay must be <= 1)")
+        check_decoupled_decay(self.lr, self.weight_decay)
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
         self.step_count = 0

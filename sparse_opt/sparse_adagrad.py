@@ -39,7 +39,7 @@ import numpy as np
 
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
-from sparse_opt._state import Entry, counter, float_array
+from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._validation import check_bool, check_new_state, check_scalar
 
 
@@ -87,14 +87,7 @@ class SparseAdagradConfig:
 
     def as_dict(self) -> dict[str, float | bool]:
         """The fields as plain Python scalars."""
-        return {
-            "lr": self.lr,
-            "lr_decay": self.lr_decay,
-            "eps": self.eps,
-            "initial_accumulator_value": self.initial_accumulator_value,
-            "maximize": self.maximize,
-            "rowwise": self.rowwise,
-        }
+        return config_scalars(self)
 
 
 def sparse_adagrad_update(

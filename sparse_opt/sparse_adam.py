@@ -52,8 +52,9 @@ import numpy as np
 from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
-from sparse_opt._state import Entry, counter, float_array
-from sparse_opt._validation import check_bool, check_new_state, check_scalar
+from sparse_opt._state import Entry, config_scalars, counter, float_array
+from sparse_opt._step_record import previous_steps
+from sparse_opt._validation import check_bool, check_decoupled_decay, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
 Coasting = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -105,24 +106,12 @@ class SparseAdamConfig:
         object.__setattr__(self, "eps", check_scalar("eps", self.eps, low=0.0))
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
         object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
-        if self.lr * self.weight_decay > 1.0:
-            raise ValueError(
-                f"Invalid weight_decay: {self.weight_decay} (lr * weight_decay = {self.lr * self.weight_decay} > 1 "
-                "would make the decay factor 1 - lr * weight_decay negative)"
-            )
+        check_decoupled_decay(self.lr, self.weight_decay)
         object.__setattr__(self, "mode", LazyMode.parse(self.mode))
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (``mode`` as its string value)."""
-        return {
-            "lr": self.lr,
-            "beta1": self.beta1,
-            "beta2": self.beta2,
-            "eps": self.eps,
-            "mode": self.mode.value,
-            "maximize": self.maximize,
-            "weight_decay": self.weight_decay,
-        }
+        return config_scalars(self)
 
 
 def sparse_adam_update(
@@ -188,9 +177,7 @@ def sparse_adam_update(
     shrink = 1.0 - lr * weight_decay
     decay1, decay2, decay_p = beta1, beta2, shrink
     if mode is not LazyMode.LAZY:
-        last = np.asarray(last_step[index])
-        if last.ndim < g.ndim:
-            last = last.reshape(*last.shape, *([1] * (g.ndim - last.ndim)))  # one step per table row
+        last = previous_steps(last_step, index, g.ndim)
         if mode is LazyMode.DENSE_EQUIVALENT:
             if coasting is None:
                 coasting = AdamCoasting(lr, beta1, beta2, eps, weight_decay, dtype)
@@ -238,10 +225,7 @@ def adam_catch_up(
     Arguments as for :func:`sparse_adam_update`.
     """
     p_i, m_i, v_i = gather(param, index), gather(m, index), gather(v, index)
-    last = np.asarray(last_step[index])
-    if last.ndim < p_i.ndim:
-        last = last.reshape(*last.shape, *([1] * (p_i.ndim - last.ndim)))
-    p_i, m_i, v_i = coasting(p_i, m_i, v_i, last, through)
+    p_i, m_i, v_i = coasting(p_i, m_i, v_i, previous_steps(last_step, index, p_i.ndim), through)
     scatter(param, index, p_i)
     scatter(m, index, m_i)
     scatter(v, index, v_i)
@@ -341,8 +325,6 @@ class SparseAdam(SparseOptimizer):
         )
 
     def _catch_up(self, index: np.ndarray, by_rows: bool) -> None:
-        if index.size == 0:
-            return
         adam_catch_up(
             addressed(self.params, by_rows),
             addressed(self.m, by_rows),

@@ -43,7 +43,8 @@ import numpy as np
 from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
-from sparse_opt._state import Entry, counter, float_array
+from sparse_opt._state import Entry, config_scalars, counter, float_array
+from sparse_opt._step_record import previous_steps
 from sparse_opt._validation import check_bool, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
@@ -93,13 +94,7 @@ class SparseSgdConfig:
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (``mode`` as its string value)."""
-        return {
-            "lr": self.lr,
-            "weight_decay": self.weight_decay,
-            "momentum": self.momentum,
-            "maximize": self.maximize,
-            "mode": self.mode.value,
-        }
+        return config_scalars(self)
 
 
 def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: float) -> tuple[np.ndarray, ...]:
@@ -182,9 +177,7 @@ def sparse_sgd_update(
     p = gather(param, index)
     buf = None if momentum_buffer is None else gather(momentum_buffer, index)
     if last_step is not None:
-        last = np.asarray(last_step[index])
-        if last.ndim < p.ndim:
-            last = last.reshape(*last.shape, *([1] * (p.ndim - last.ndim)))
+        last = previous_steps(last_step, index, p.ndim)
         p, buf = sgd_coast(p, buf, last, step - 1, lr=lr, weight_decay=weight_decay, momentum=momentum)
     with np.errstate(all="ignore"):  # results are checked before anything is written
         if weight_decay:
@@ -215,9 +208,7 @@ def sgd_catch_up(
     """Bring ``index`` current through step ``through`` with dense SGD's zero-gradient steps, in place."""
     p = gather(param, index)
     buf = None if momentum_buffer is None else gather(momentum_buffer, index)
-    last = np.asarray(last_step[index])
-    if last.ndim < p.ndim:
-        last = last.reshape(*last.shape, *([1] * (p.ndim - last.ndim)))
+    last = previous_steps(last_step, index, p.ndim)
     p, buf = sgd_coast(p, buf, last, through, lr=lr, weight_decay=weight_decay, momentum=momentum)
     if buf is not None:
         check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
