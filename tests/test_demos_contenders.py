@@ -56,8 +56,11 @@ def test_dense_equivalent_contender_caught_up_is_the_dense_adam_contender():
         lazy.step(ids, grads)
         full.step(ids, grads)
     lazy.optimizer.catch_up()
-    np.testing.assert_allclose(table_de, table_dense, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(lazy.optimizer.v, full.optimizer.v, rtol=1e-5, atol=1e-12)
+    # float32, two operation orders (the catch-up's closed form against step-by-step Adam): parameters
+    # agree to a few roundings of the table's scale (observed 0.4 eps), v to a few of its own (observed 2 ulps)
+    eps32 = float(np.finfo(np.float32).eps)
+    assert np.abs(table_de - table_dense).max() <= 4 * eps32 * np.abs(table_dense).max()
+    np.testing.assert_allclose(lazy.optimizer.v, full.optimizer.v, rtol=8 * eps32, atol=0)
 
 
 def test_contenders_write_their_zero_state_before_the_first_step():
