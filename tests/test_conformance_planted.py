@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparse_opt.conformance import Hyper, check
+from sparse_opt.conformance import Hyper, check, expected, reference, run, scenario
 from sparse_opt.conformance.adapters.kit import KitSgdLazy
 
 
@@ -157,6 +157,10 @@ def test_planted_variant_is_named_and_its_first_divergence_found(candidate, clai
     d = report.divergence
     assert d is not None and d.reference == claims
     assert (d.scenario, d.step, d.row, d.col) == first, str(report)
+    # the reported values are the reference's and the candidate's own, at that entry, and they differ
+    s = scenario(d.scenario)
+    assert d.expected == expected(s, reference(claims)).trajectory[d.step - 1, d.row, d.col]
+    assert d.got == run(candidate, s).trajectory[d.step - 1, d.row, d.col]
     assert abs(d.got - d.expected) > d.tolerance
 
 

@@ -53,8 +53,9 @@ def check(
     >>> report.semantics, report.divergence
     ('lazy', None)
     """
-    recording = candidate if isinstance(candidate, Recording) else record(candidate, scenarios)
-    chosen = tuple(catalogue(recording.family) if scenarios is None else scenarios)
+    family = candidate.family
+    chosen = tuple(catalogue(family) if scenarios is None else scenarios)  # once: a generator is read here only
+    recording = candidate if isinstance(candidate, Recording) else record(candidate, chosen)
     refs = references(recording.family)
     expectations = {s.name: {r.name: expected(s, r) for r in refs if r.applies_to(s)} for s in chosen}
     return judge(recording, chosen, expectations, {r.name: r.title for r in refs}, claims)
