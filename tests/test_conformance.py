@@ -94,8 +94,18 @@ def test_scenario_and_step_validation():
         Step([0, 1], np.zeros((1, 2)))
     with pytest.raises(ValueError, match="mask"):
         Step([0], np.zeros((1, 2)), np.ones((1, 3), bool))
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match=r"x: step 1 row_ids\[0\] = 2 is out of range \[0, rows = 2\)"):
         Scenario("x", "adam", "p", Hyper(), np.zeros((2, 2)), (Step([2], np.zeros((1, 2))),))
+    with pytest.raises(ValueError, match="x: step 1 has rows of 3 entries, the table 2"):
+        Scenario("x", "adam", "p", Hyper(), np.zeros((2, 2)), (Step([1], np.zeros((1, 3))),))
+    with pytest.raises(TypeError, match="row_ids must be an integer array, got dtype float64"):
+        Step([1.9], np.zeros((1, 2)))  # refused, not truncated to row 1
+    with pytest.raises(TypeError, match="row_ids must be an integer array"):
+        Step([True], np.zeros((1, 2)))
+    step = Step(np.array([1], np.uint8), np.zeros((1, 2)))
+    assert step.row_ids.dtype == np.int64
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        step.row_ids.setflags(write=True)  # the catalogue's arrays are shared: they cannot be made writeable
     with pytest.raises(ValueError, match="family"):
         Scenario("x", "lamb", "p", Hyper(), np.zeros((2, 2)), ())
     with pytest.raises(ValueError, match="float32"):
@@ -206,16 +216,6 @@ def test_every_pair_of_references_is_told_apart_by_some_scenario():
                 apart = [s.name for s in scenarios(family) if a.applies_to(s) and b.applies_to(s)
                          and not expected(s, b).deviation(expected(s, a).trajectory).matched]
                 assert apart, f"no scenario separates {a.name} and {b.name}"
-
-
-def test_references_agree_within_tolerance_or_differ_by_far_more():
-    """No pair of references lands between 1 and 1000 times the tolerance on any scenario."""
-    for s in SCENARIOS:
-        refs = [r for r in references(s.family) if r.applies_to(s)]
-        for a in refs:
-            for b in refs:
-                score = expected(s, b).deviation(expected(s, a).trajectory).score
-                assert score <= 1 or score >= 1000, (s.name, a.name, b.name, score)
 
 
 def test_expected_is_float64_read_only_and_cached():

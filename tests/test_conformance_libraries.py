@@ -91,12 +91,14 @@ def test_live_verdict_matches_the_recording(name):
     live = record(candidate)
     assert _verdict(check(live)) == (verdict, skipped)
     recorded = Recording.load(RECORDINGS / f"{name}.npz")
+    installed = {m: importlib.import_module(m).__version__ for m in recorded.versions}
     for s, run in live.runs.items():
         was = recorded.runs[s]
         assert (run.skipped, run.error, run.fingerprint) == (was.skipped, was.error, was.fingerprint)
-        if run.trajectory is not None:
-            rtol = 1e-5 if run.trajectory.dtype == np.float32 else 1e-12
-            np.testing.assert_allclose(run.trajectory, was.trajectory, rtol=rtol, atol=0, err_msg=f"{name} {s}")
+        if run.trajectory is not None and installed == recorded.versions:
+            # the same library versions on CPU reproduce their recording bit for bit (checked for all ten);
+            # other versions are held to the verdict above only
+            np.testing.assert_array_equal(run.trajectory, was.trajectory, err_msg=f"{name} {s}")
 
 
 @pytest.mark.parametrize("name", LIVE)

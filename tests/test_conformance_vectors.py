@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from test_conformance_planted import GapOffByOne
 
-from sparse_opt.conformance import SCENARIOS, check, expected, load_vectors, reference, scenarios
+from sparse_opt.conformance import SCENARIOS, check, expected, load_vectors, reference, references, scenarios
 from sparse_opt.conformance.__main__ import main
 from sparse_opt.conformance.adapters.kit import KitAdagrad, KitAdamDenseEquivalent
 from sparse_opt.conformance.vectors import SCHEMA, check_vectors, export_vectors, verify_vectors
@@ -51,7 +51,7 @@ def test_round_trip_is_exact(vectors):
             assert np.array_equal(e.trajectory, ours.trajectory)
             assert (e.floor, e.atol, e.ulps, e.dtype) == (ours.floor, ours.atol, ours.ulps, ours.dtype)
             assert v.titles[name] == reference(name).title
-        assert set(v.expected) == {r for r in v.titles}
+        assert set(v.expected) == {r.name for r in references(s.family) if r.applies_to(s)}
     assert verify_vectors(vectors) == []
 
 
@@ -95,6 +95,10 @@ def test_load_vectors_names_a_malformed_field(vectors, tmp_path):
         (tmp_path / "sgd_gap.json").write_text(json.dumps(dict(good, **{key: value})))
         with pytest.raises(ValueError, match=re.escape(message)):
             load_vectors(tmp_path)
+    fractional = dict(good, steps=[dict(good["steps"][0], row_ids=[0.5] * len(good["steps"][0]["row_ids"]))])
+    (tmp_path / "sgd_gap.json").write_text(json.dumps(fractional))
+    with pytest.raises(ValueError, match=re.escape("steps[0].row_ids must be an integer array, got dtype float64")):
+        load_vectors(tmp_path)  # refused, not truncated to row 0
     broken = dict(good)
     del broken["steps"]
     (tmp_path / "sgd_gap.json").write_text(json.dumps(broken))

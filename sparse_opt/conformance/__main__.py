@@ -70,12 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {len(written)} scenario files and index.json to {args.directory}")
         return 0
     if args.candidate is None:
-        problems = verify_vectors(args.directory)
+        loaded = load_vectors(args.directory)
+        problems = verify_vectors(loaded)
         for line in problems:
             print(line)
-        count = len(load_vectors(args.directory))
         verdict = f"{len(problems)} disagreements" if problems else "all expected trajectories reproduce"
-        print(f"{count} scenario files: {verdict}")
+        print(f"{len(loaded)} scenario files: {verdict}")
         return 1 if problems else 0
     report = check_vectors(args.directory, args.candidate, claims=args.claims)
     print(report)

@@ -32,7 +32,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from sparse_opt.conformance.case import Scenario
+from sparse_opt.conformance.case import Scenario, frozen
 from sparse_opt.conformance.hyper import Hyper
 
 
@@ -96,6 +96,4 @@ def run(candidate: type, scenario: Scenario) -> Run:
         except Exception as exc:  # a crash is a finding: report it, do not abort the whole check
             return Run(name, fingerprint, error=f"step {t}: {type(exc).__name__}: {exc}")
         tables.append(now)
-    trajectory = np.stack(tables)
-    trajectory.flags.writeable = False
-    return Run(name, fingerprint, trajectory=trajectory)
+    return Run(name, fingerprint, trajectory=frozen(np.stack(tables)))

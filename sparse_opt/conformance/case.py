@@ -21,16 +21,16 @@ from functools import cached_property
 
 import numpy as np
 
+from sparse_opt._arrays import as_index_array, check_in_range, readonly
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
 #: Parameter dtypes a scenario may use.
 DTYPES = ("float32", "float64")
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array)
-    array.flags.writeable = False
-    return array
+def frozen(array: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``array`` that cannot be made writeable again (shared and cached safely)."""
+    return readonly(np.array(array))
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,12 +52,12 @@ class Step:
     mask: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "row_ids", _frozen(np.asarray(self.row_ids, dtype=np.int64).reshape(-1)))
-        object.__setattr__(self, "row_grads", _frozen(np.asarray(self.row_grads, dtype=np.float64)))
+        object.__setattr__(self, "row_ids", frozen(as_index_array(self.row_ids, "row_ids")))
+        object.__setattr__(self, "row_grads", frozen(np.asarray(self.row_grads, dtype=np.float64)))
         if self.row_grads.ndim != 2 or self.row_grads.shape[0] != self.row_ids.size:
             raise ValueError(f"row_grads must have shape ({self.row_ids.size}, cols), got {self.row_grads.shape}")
         if self.mask is not None:
-            object.__setattr__(self, "mask", _frozen(np.asarray(self.mask, dtype=bool)))
+            object.__setattr__(self, "mask", frozen(np.asarray(self.mask, dtype=bool)))
             if self.mask.shape != self.row_grads.shape:
                 raise ValueError(f"mask must have shape {self.row_grads.shape}, got {self.mask.shape}")
 
@@ -101,14 +101,15 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
-        object.__setattr__(self, "table", _frozen(self.table))
+        object.__setattr__(self, "table", frozen(self.table))
         if self.table.ndim != 2 or self.table.dtype.name not in DTYPES:
             raise ValueError(f"table must be a 2-D array of one of {DTYPES}, got {self.table.dtype} {self.table.shape}")
         object.__setattr__(self, "steps", tuple(self.steps))
         rows, cols = self.table.shape
         for t, step in enumerate(self.steps, 1):
-            if step.row_grads.shape[1] != cols or ((step.row_ids < 0) | (step.row_ids >= rows)).any():
-                raise ValueError(f"{self.name}: step {t} does not fit a {rows} x {cols} table")
+            if step.row_grads.shape[1] != cols:
+                raise ValueError(f"{self.name}: step {t} has rows of {step.row_grads.shape[1]} entries, the table {cols}")
+            check_in_range(step.row_ids, rows, f"{self.name}: step {t} row_ids", "rows")
 
     @property
     def dtype(self) -> np.dtype:

@@ -98,12 +98,12 @@ def build(
     return Scenario(name, family, point, hyper, table.astype(dtype), tuple(steps))
 
 
-def _every(steps: int, extra: dict[int, list[Lookup]], busy: bool = True) -> list[list[Lookup]]:
-    """Row 0 on every step (when ``busy``), plus ``extra[t]`` on step ``t``."""
-    return [([0] if busy else []) + list(extra.get(t, [])) for t in range(1, steps + 1)]
+def _every(steps: int, extra: dict[int, list[Lookup]]) -> list[list[Lookup]]:
+    """Row 0 on every step, plus ``extra[t]`` on step ``t``."""
+    return [[0] + list(extra.get(t, [])) for t in range(1, steps + 1)]
 
 
-def _gap(k: int) -> list[list[Lookup]]:
+def gap_schedule(k: int) -> list[list[Lookup]]:
     """Row 1 touched at step 2 and again after ``k`` dormant steps; row 2 only at step 1; row 3 never."""
     return _every(k + 5, {1: [2], 2: [1], k + 3: [1]})
 
@@ -123,7 +123,7 @@ def _adam() -> list[Scenario]:
         ),
     ]
     for k, seed in ((1, 102), (2, 103), (10, 104)):
-        scenarios.append(build(f"adam_gap_{k}", "adam", dormant.format(k=k), ADAM, _gap(k), seed=seed))
+        scenarios.append(build(f"adam_gap_{k}", "adam", dormant.format(k=k), ADAM, gap_schedule(k), seed=seed))
     scenarios += [
         build(
             "adam_gap_long", "adam",
@@ -151,12 +151,12 @@ def _adam() -> list[Scenario]:
         build(
             "adam_maximize", "adam",
             "maximize: the gradient is negated first, dormant rows as in adam_gap_2",
-            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8, maximize=True), _gap(2), seed=109,
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8, maximize=True), gap_schedule(2), seed=109,
         ),
         build(
             "adam_near_eps", "adam",
             "gradients of 2**-12 to 2**-10 with eps = 1e-3: eps added to sqrt(v_hat) or to sqrt(v)",
-            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-3), _gap(3), seed=110, scale=2.0**-10,
+            Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-3), gap_schedule(3), seed=110, scale=2.0**-10,
         ),
         build(
             "adam_weight_decay", "adam",
@@ -189,7 +189,7 @@ def _adagrad() -> list[Scenario]:
         build(
             "adagrad_gap", "adagrad",
             "row 1 dormant for 10 steps: a zero-gradient step changes nothing, so lazy is dense",
-            ADAGRAD, _gap(10), seed=202,
+            ADAGRAD, gap_schedule(10), seed=202,
         ),
         build(
             "adagrad_repeated_ids", "adagrad",
@@ -227,7 +227,7 @@ def _sgd() -> list[Scenario]:
         build(
             "sgd_gap", "sgd",
             "row 1 dormant for 3 steps, row 2 touched once: dense momentum keeps pushing, lazy stops",
-            SGD, _gap(3), seed=301,
+            SGD, gap_schedule(3), seed=301,
         ),
         build(
             "sgd_repeated_ids", "sgd",

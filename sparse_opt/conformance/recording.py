@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from sparse_opt.conformance.candidate import Run, candidate_name, run
-from sparse_opt.conformance.case import Scenario
+from sparse_opt.conformance.case import Scenario, frozen
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 
 
@@ -73,9 +73,7 @@ class Recording:
             meta = json.loads(str(data["meta"]))
             runs = {}
             for name, fingerprint in meta["fingerprints"].items():
-                trajectory = data[name] if name in data.files else None
-                if trajectory is not None:
-                    trajectory.flags.writeable = False
+                trajectory = frozen(data[name]) if name in data.files else None
                 runs[name] = Run(
                     name,
                     fingerprint,

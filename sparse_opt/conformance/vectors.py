@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from sparse_opt.conformance.case import DTYPES, Scenario, Step
+from sparse_opt._arrays import as_index_array
+from sparse_opt.conformance.case import DTYPES, Scenario, Step, frozen
 from sparse_opt.conformance.catalogue import SCENARIOS
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 from sparse_opt.conformance.recording import record
@@ -126,6 +127,14 @@ def _array(value: Any, dtype: type, ndim: int, where: str) -> np.ndarray:
     return a
 
 
+def _ids(value: Any, where: str) -> np.ndarray:
+    """Row ids: integers only (a float or bool id is refused, not truncated)."""
+    try:
+        return as_index_array(value, where)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc)) from exc
+
+
 def _vector(doc: dict[str, Any], where: str) -> Vector:
     if _need(doc, "schema", str, where) != SCHEMA:
         raise ValueError(f"{where}: schema is {doc['schema']!r}, this package reads {SCHEMA!r}")
@@ -143,7 +152,7 @@ def _vector(doc: dict[str, Any], where: str) -> Vector:
     steps = []
     for t, step in enumerate(_need(doc, "steps", list, where), 1):
         at = f"{where}: steps[{t - 1}]"
-        ids = _array(_need(step, "row_ids", list, at), np.int64, 1, f"{at}.row_ids")
+        ids = _ids(_need(step, "row_ids", list, at), f"{at}.row_ids")
         grads = _array(_need(step, "row_grads", list, at), np.float64, 2, f"{at}.row_grads").reshape(ids.size, cols)
         mask = step.get("mask") if isinstance(step, dict) else None
         steps.append(Step(ids, grads, None if mask is None else _array(mask, bool, 2, f"{at}.mask")))
@@ -157,7 +166,7 @@ def _vector(doc: dict[str, Any], where: str) -> Vector:
         trajectory = _array(_need(e, "trajectory", list, at), np.float64, 3, f"{at}.trajectory")
         if trajectory.shape != (len(steps),) + table.shape:
             raise ValueError(f"{at}: trajectory has shape {trajectory.shape}, expected {(len(steps),) + table.shape}")
-        trajectory.flags.writeable = False
+        trajectory = frozen(trajectory)
         floor, atol, ulps = (float(_need(tol, key, _NUMBER, at)) for key in ("floor", "atol", "ulps"))
         expected_by_ref[name] = Expected(name, trajectory, dtype, floor, atol, ulps)
         titles[name] = _need(e, "title", str, at)
@@ -186,10 +195,13 @@ def check_vectors(directory: str | Path, candidate: type, *, claims: str | None 
     return judge(recording, chosen, {v.scenario.name: v.expected for v in vectors}, titles, claims)
 
 
-def verify_vectors(directory: str | Path) -> list[str]:
-    """Re-derive every expected trajectory in ``directory`` with this package; the disagreements (empty: none)."""
+def verify_vectors(vectors: str | Path | Iterable[Vector]) -> list[str]:
+    """Re-derive every expected trajectory with this package; the disagreements (empty: none).
+
+    ``vectors``: a directory :func:`export_vectors` wrote, or what :func:`load_vectors` read from one.
+    """
     problems = []
-    for v in load_vectors(directory):
+    for v in load_vectors(vectors) if isinstance(vectors, (str, Path)) else vectors:
         for name, e in v.expected.items():
             try:
                 ours = expected(v.scenario, reference(name))

@@ -39,7 +39,6 @@ import numpy as np
 
 import sparse_opt
 from sparse_opt.conformance import (
-    Hyper,
     Recording,
     Report,
     Scenario,
@@ -52,7 +51,7 @@ from sparse_opt.conformance import (
     scenarios,
 )
 from sparse_opt.conformance.adapters.kit import KitAdamDenseEquivalent, KitAdamDormancyDecay, KitAdamLazy
-from sparse_opt.conformance.catalogue import build
+from sparse_opt.conformance.catalogue import ADAM, build, gap_schedule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -359,7 +358,7 @@ def separation(dtype: str | None = None) -> tuple[Pair, Pair]:
 # --------------------------------------------------------------------------- one entry through a gap
 
 #: The hyper-parameters of the catalogue's Adam scenarios.
-GAP_HYPER = Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8)
+GAP_HYPER = ADAM
 
 #: The references drawn by :func:`plot_gap`, with their labels.
 GAP_REFERENCES: dict[str, str] = {
@@ -405,9 +404,8 @@ def gap_scenario(k: int, seed: int = 8) -> Scenario:
     if int(k) != k or k < 1:
         raise ValueError(f"the gap k must be a positive integer, got {k!r}")
     k = int(k)
-    schedule = [[0] + ([2] if t == 1 else []) + ([1] if t in (2, k + 3) else []) for t in range(1, k + 6)]
     point = f"row 1 is touched at step 2 and again after {k} dormant steps"
-    return build(f"gap_{k}", "adam", point, GAP_HYPER, schedule, seed=seed)
+    return build(f"gap_{k}", "adam", point, GAP_HYPER, gap_schedule(k), seed=seed)
 
 
 @dataclass(frozen=True)

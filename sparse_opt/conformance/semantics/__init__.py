@@ -35,7 +35,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from sparse_opt.conformance.case import Scenario, Step
+from sparse_opt.conformance.case import Scenario, Step, frozen
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 from sparse_opt.conformance.semantics import adagrad, adam, sgd
 from sparse_opt.conformance.tolerance import SAFETY, Expected, floor_of, noise_in
@@ -163,5 +163,4 @@ def expected(scenario: Scenario, ref: Reference) -> Expected:
         diff = np.abs(rounded - exact)
     noise = float(diff[np.isfinite(diff)].max(initial=0.0))
     dtype = scenario.dtype.name
-    exact.flags.writeable = False
-    return Expected(ref.name, exact, dtype, floor_of(scenario.table), SAFETY * noise_in(dtype, noise))
+    return Expected(ref.name, frozen(exact), dtype, floor_of(scenario.table), SAFETY * noise_in(dtype, noise))
