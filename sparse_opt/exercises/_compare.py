@@ -83,7 +83,7 @@ def _as_numbers(value: Any) -> np.ndarray | None:
     """``value`` as a numeric ndarray, or None if it is not numbers."""
     try:
         a = np.asarray(value)
-    except (ValueError, TypeError):
+    except Exception:  # ragged lists, or a learner's object whose __array__ raises: not numbers either way
         return None
     return a if a.dtype.kind in "biuf" else None
 

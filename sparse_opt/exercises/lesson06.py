@@ -11,19 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from sparse_opt.egdd import EGDDHyperParams, egdd_update
+from sparse_opt.egdd import EGDD, EGDDHyperParams, egdd_update
 from sparse_opt.exercises._compare import Output
 from sparse_opt.exercises._core import Case, Diagnosis, Exercise, source
 
 
 def _hyper(**options: Any) -> EGDDHyperParams:
-    """EGDD options with the ones an exercise does not involve at lingvo's defaults."""
-    defaults: dict[str, Any] = {
-        "learning_rate": 0.1, "momentum": 0.9, "beta": 0.9, "gain_learning_rate": 0.01,
-        "scale_learning_rate": 0.001, "initial_gain": 1.0, "min_gain": 0.01, "max_gain": 100.0,
-        "initial_scale": 1.0, "min_scale": 0.1, "max_scale": 10.0, "use_directions": True, "use_signs": True,
-    }
-    return EGDDHyperParams(**{**defaults, **options})
+    """EGDD options with the ones an exercise does not involve at :class:`~sparse_opt.EGDD`'s (lingvo's) defaults."""
+    return EGDD(np.zeros(1), **{"learning_rate": 0.1, "momentum": 0.9, **options}).hyper_params
 
 
 # ---------------------------------------------------------------- egdd_gain_update

@@ -1,11 +1,12 @@
 """Lesson 08 exercises (conformance): a lazy Adam candidate class, and telling eps placements apart.
 
 ``LazyAdam`` is checked the way a conformance suite checks a real optimizer:
-the learner's class and a plain-loop lazy Adam (global-step bias correction,
-``eps`` on ``sqrt(v_hat)``, repeated rows coalesced: ``SparseAdamTable``'s
-``LAZY`` semantics) run the same small scenarios side by side, and the report
-names the first step, row and column where the tables part. Self-contained on
-purpose: it does not use ``sparse_opt.conformance``.
+the learner's class and the kit's ``SparseAdamTable`` in ``LAZY`` mode
+(global-step bias correction, ``eps`` on ``sqrt(v_hat)``, repeated rows
+coalesced) run the same small scenarios side by side, and the report names the
+first step, row and column where the tables part. A wrong answer is then matched
+against plain-loop variants with one known mistake each, to say which. It does
+not use ``sparse_opt.conformance``: the lesson builds that check by hand.
 """
 
 from __future__ import annotations
@@ -15,14 +16,32 @@ from typing import Any
 
 import numpy as np
 
+from sparse_opt.csr import CsrGradient
 from sparse_opt.exercises._compare import Output
 from sparse_opt.exercises._core import AnswerError, Case, Diagnosis, Exercise, LearnerError, Outcome, source
+from sparse_opt.sparse_adam import SparseAdamConfig, SparseAdamTable
 
 # ---------------------------------------------------------------- LazyAdam
 
 
+class _KitLazyAdam:
+    """The reference: ``SparseAdamTable`` (LAZY) behind the candidate protocol the exercise asks for."""
+
+    def __init__(self, table: np.ndarray, lr: float, beta1: float, beta2: float, eps: float) -> None:
+        self.params = np.array(table, dtype=np.float64)
+        self._opt = SparseAdamTable(self.params, SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps))
+
+    def step(self, row_ids: np.ndarray, row_grads: np.ndarray) -> None:
+        rows, cols = self.params.shape
+        grads = np.asarray(row_grads, dtype=np.float64).reshape(len(row_ids), cols)
+        self._opt.step(CsrGradient.from_rows(row_ids, grads, rows))
+
+    def table(self) -> np.ndarray:
+        return self.params.copy()
+
+
 def _lazy_adam_class(flaw: str = "") -> type:
-    """A plain-loop lazy Adam over a table, exactly right (``flaw=""``) or with one known mistake."""
+    """A plain-loop lazy Adam over a table with one known mistake (``flaw=""``: none, the reference's semantics)."""
 
     class LazyAdam:
         def __init__(self, table: np.ndarray, lr: float, beta1: float, beta2: float, eps: float) -> None:
@@ -165,7 +184,7 @@ LAZY_ADAM = Exercise(
         and names the first step, row and column where the tables differ.
         """
     ),
-    reference=_lazy_adam_class(),
+    reference=_KitLazyAdam,
     cases=_candidate_cases(),
     outputs=(Output("table", per_step=True, axes=("row", "col")),),
     runner=_run_candidate,
