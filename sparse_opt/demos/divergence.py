@@ -440,7 +440,7 @@ def train(
     max_diff = {name: np.empty((seeds, eval_steps.size)) for name in LAZY_MODES}
     stepped = dict.fromkeys(METHODS, 0)
     seconds = dict.fromkeys(METHODS, 0.0)
-    caught = dormant = caught_rows = 0
+    dormant = caught_rows = 0
     de = opts["dense_equivalent"]
     next_eval = 0
     for k in range(num_steps + 1):

@@ -36,6 +36,7 @@ from sparse_opt.coo import CooGradient
 from sparse_opt.csr import CsrGradient
 from sparse_opt.demos.data import zipf_ids
 from sparse_opt.demos.figures import LEGEND, finish, new_figure
+from sparse_opt.demos.gradients import dense_lookup_gradient
 from sparse_opt.modes import LazyMode
 from sparse_opt.sparse_adagrad import SparseAdagrad, SparseAdagradConfig
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig, SparseSgdTable
@@ -456,8 +457,7 @@ def train_embedding_sgd(
             opt.catch_up(ids)
         row_grads = (sparse[ids] - target[ids]) / batch_size
         opt.step(CsrGradient.from_rows(ids, row_grads, num_rows))
-        dense_grad = np.zeros_like(dense)
-        np.add.at(dense_grad, ids, (dense[ids] - target[ids]) / batch_size)
+        dense_grad = dense_lookup_gradient(ids, (dense[ids] - target[ids]) / batch_size, num_rows)
         dense_sgd_step(dense, dense_buf, dense_grad, config)
     if exact:
         opt.catch_up()
