@@ -351,10 +351,7 @@ def adafactor_on_lookups(
         (steps on which each row was looked up, ``(rows,)``), ``"row_var"``
         ``(rows,)`` and ``"col_var"`` ``(cols,)``.
     """
-    rng = np.random.default_rng(seed)
-    table = 0.1 * rng.standard_normal((rows, cols))
-    target = rng.standard_normal((rows, cols))
-    batches = zipf_id_batches(rows, batch_size, num_steps, skew, seed)
+    table, target, batches = _lookup_problem(rows, cols, num_steps, batch_size, skew, seed, extra_touch)
     opt = Adafactor([table], lr=lr)
     state = opt.state[0]
     eps1 = float(np.finfo(table.dtype).eps)
@@ -362,8 +359,6 @@ def adafactor_on_lookups(
     out.update({key: np.zeros(num_steps) for key in ("rms_u_table", "rms_u_touched", "rms_u_first", "max_step")})
     touches = np.zeros(rows, dtype=int)
     for t, ids in enumerate(batches):
-        if extra_touch is not None and extra_touch[0] == t + 1:
-            ids = np.append(ids, extra_touch[1])
         grad = quadratic_lookup_gradient(table, target, ids).to_dense()
         looked_up = np.zeros(rows, dtype=bool)
         looked_up[ids] = True
@@ -434,15 +429,30 @@ def _dense_adam_on_lookups(
     extra_touch: tuple[int, int] | None,
 ) -> np.ndarray:
     """The :func:`adafactor_on_lookups` problem trained by dense Adam; returns the final table."""
+    table, target, batches = _lookup_problem(rows, cols, num_steps, batch_size, skew, seed, extra_touch)
+    opt = DenseAdam(table, lr=lr)
+    for ids in batches:
+        opt.step(quadratic_lookup_gradient(table, target, ids).to_dense())
+    return table
+
+
+def _lookup_problem(
+    rows: int, cols: int, num_steps: int, batch_size: int, skew: float, seed: int,
+    extra_touch: tuple[int, int] | None,
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The table (``0.1 N(0, 1)``), the target (``N(0, 1)``) and the id batches of ``seed``.
+
+    ``extra_touch = (t, row)`` appends one lookup of ``row`` to step ``t``'s
+    batch. Adafactor and its dense-Adam control train on exactly this.
+    """
     rng = np.random.default_rng(seed)
     table = 0.1 * rng.standard_normal((rows, cols))
     target = rng.standard_normal((rows, cols))
-    opt = DenseAdam(table, lr=lr)
-    for t, ids in enumerate(zipf_id_batches(rows, batch_size, num_steps, skew, seed)):
-        if extra_touch is not None and extra_touch[0] == t + 1:
-            ids = np.append(ids, extra_touch[1])
-        opt.step(quadratic_lookup_gradient(table, target, ids).to_dense())
-    return table
+    batches = list(zipf_id_batches(rows, batch_size, num_steps, skew, seed))
+    if extra_touch is not None and 1 <= extra_touch[0] <= len(batches):
+        t, row = extra_touch
+        batches[t - 1] = np.append(batches[t - 1], row)
+    return table, target, batches
 
 
 def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
