@@ -68,7 +68,8 @@ def csr_from_torch(tensor: Any) -> CsrGradient:
         Not a torch tensor, not sparse COO (a dense tensor: use
         ``CsrGradient.from_dense(t.numpy())``), or a dtype numpy lacks (bfloat16).
     ValueError
-        Not 2-D.
+        Not 2-D, or no sparse dimension (``sparse_dim() == 0``: the whole
+        table stored as one dense value block).
     """
     torch = require("torch", "torch", "CsrGradient.from_torch")
     if not isinstance(tensor, torch.Tensor):
@@ -80,6 +81,11 @@ def csr_from_torch(tensor: Any) -> CsrGradient:
         raise ValueError(f"tensor must be 2-D (a table's gradient), got shape {tuple(tensor.shape)}")
     if tensor.dtype not in (torch.float16, torch.float32, torch.float64):
         raise TypeError(f"tensor values must be float16, float32 or float64, got {tensor.dtype}")
+    if tensor.sparse_dim() == 0:
+        raise ValueError(
+            "tensor has no sparse dimension (sparse_dim() == 0, dense_dim() == 2): it is a dense table stored as "
+            "sparse COO; use CsrGradient.from_dense(t.to_dense().numpy()) or t.to_dense().to_sparse(1)"
+        )
     t = tensor.detach().cpu()
     indices, values = t._indices().numpy(), t._values().numpy()  # as stored: uncoalesced allowed
     rows, cols = (int(s) for s in t.shape)

@@ -110,6 +110,9 @@ def test_from_torch_refuses_what_it_cannot_take(torch):
         so.CsrGradient.from_torch(torch.zeros(2, 2, 2).to_sparse())
     with pytest.raises(TypeError, match="bfloat16"):
         so.CsrGradient.from_torch(torch.zeros(2, 2, dtype=torch.bfloat16).to_sparse())
+    no_sparse_dim = torch.sparse_coo_tensor(torch.zeros((0, 1), dtype=torch.long), torch.ones(1, 4, 3), (4, 3))
+    with pytest.raises(ValueError, match=r"no sparse dimension \(sparse_dim\(\) == 0"):  # was IndexError
+        so.CsrGradient.from_torch(no_sparse_dim)
     with pytest.raises(TypeError, match="CsrGradient"):
         so.interop.csr_to_torch(torch.zeros(2))
 
