@@ -16,9 +16,9 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from sparse_opt._arrays import INT64_MAX, as_index_array, cast_values, check_in_range, readonly
+from sparse_opt._arrays import INT64_MAX, as_index_array, cast_values, check_in_range
 from sparse_opt._state import Entry, Stateful
-from sparse_opt._step_record import CoordinateSteps, RowSteps
+from sparse_opt._step_record import CoordinateSteps, RowSteps, SplitStepsView
 from sparse_opt._validation import check_param_array
 from sparse_opt.coo import CooGradient
 from sparse_opt.csr import CsrGradient
@@ -73,25 +73,6 @@ def addressed(array: np.ndarray, target_by_rows: bool) -> np.ndarray:
     return array if target_by_rows else array.reshape(-1)
 
 
-class StepsView:
-    """A step record seen as an int64 array indexed by rows or by flat coordinates (for the functional cores).
-
-    ``view[index]`` gives the previous steps and ``view[index] = step`` records
-    a new one, as they would on a plain array.
-    """
-
-    __slots__ = ("record", "by_rows")
-
-    def __init__(self, record: CoordinateSteps | RowSteps, by_rows: bool) -> None:
-        self.record, self.by_rows = record, by_rows
-
-    def __getitem__(self, index: np.ndarray) -> np.ndarray:
-        return self.record.previous(index, self.by_rows)
-
-    def __setitem__(self, index: np.ndarray, step: int) -> None:
-        self.record.stamp(index, step, self.by_rows)
-
-
 #: Entries a ``catch_up(None)`` brings current at a time: bounded temporaries on any table.
 CATCH_UP_BLOCK = 1 << 16
 
@@ -125,21 +106,27 @@ class SparseOptimizer(Stateful):
         return False
 
     @property
-    def last_step(self) -> np.ndarray | None:
+    def last_step(self) -> np.ndarray | SplitStepsView | None:
         """Global step through which each coordinate is current (int64, the parameters' shape, read-only).
 
         0 means never updated. ``None`` for an optimizer that keeps no record.
+        Reading it allocates nothing of the table's size: a read-only view of
+        the record (for a table with split rows, a
+        :class:`~sparse_opt._step_record.SplitStepsView` that computes what is
+        indexed; ``np.asarray`` materialises it).
         """
-        return None if self._record is None else readonly(self._record.as_array())
+        return None if self._record is None else self._record.view()
 
-    def _steps(self, by_rows: bool) -> StepsView:
-        assert self._record is not None
-        return StepsView(self._record, by_rows)
+    def _step_entries(self) -> list[Entry]:
+        """The state-dict entries of ``last_step`` (:mod:`sparse_opt._step_record`)."""
+        return [] if self._record is None else self._record.entries()
 
-    def _steps_entry(self) -> Entry:
-        """The state-dict entry of ``last_step``: per row or per entry for a table, bounded by ``step_count``."""
-        assert self._record is not None
-        return Entry("last_step", self._record.shapes(), np.dtype(np.int64), bounded_by="step_count")
+    def _step_values(self) -> dict[str, np.ndarray]:
+        return {} if self._record is None else self._record.state()
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        if self._record is not None:
+            self._record.check(loaded)
 
     def _apply(self, target: Target, step: int) -> None:
         raise NotImplementedError

@@ -46,19 +46,29 @@ class Entry:
     key : str
     shapes : tuple of shapes
         Accepted shapes; ``((),)`` for a counter. The first is the canonical one.
+        ``None`` in a shape accepts any length on that axis.
     dtype : numpy dtype
         ``int64`` for counters and step records, else the parameters' float dtype.
     nonnegative : bool
         Float entries only: refuse negative values (second moments, accumulators).
     bounded_by : str or None
         Int64 arrays only: the counter whose value bounds every entry from above.
+    optional : bool
+        May be missing on load (a key added after checkpoints without it were written).
     """
 
     key: str
-    shapes: tuple[tuple[int, ...], ...]
+    shapes: tuple[tuple[int | None, ...], ...]
     dtype: np.dtype
     nonnegative: bool = False
     bounded_by: str | None = None
+    optional: bool = False
+
+    def accepts(self, shape: tuple[int, ...]) -> bool:
+        """Whether ``shape`` is one of :attr:`shapes` (``None`` matching any length)."""
+        return any(
+            len(want) == len(shape) and all(w is None or w == n for w, n in zip(want, shape)) for want in self.shapes
+        )
 
     @property
     def is_counter(self) -> bool:
@@ -90,13 +100,13 @@ def make_state_dict(config: Mapping[str, ConfigValue], values: Mapping[str, Any]
     return out
 
 
-def check_keys(d: object, expected: Sequence[str]) -> Mapping[str, Any]:
-    """``d`` as a mapping with exactly the ``expected`` keys, or raise."""
+def check_keys(d: object, expected: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
+    """``d`` as a mapping with exactly the ``expected`` keys (``optional`` ones may be missing), or raise."""
     if not isinstance(d, Mapping) and not (hasattr(d, "keys") and hasattr(d, "__getitem__")):
         raise TypeError(f"state_dict must be a mapping, got {type(d).__name__}")
     have, want = set(d.keys()), set(expected)
-    if have != want:
-        missing, extra = sorted(want - have), sorted(have - want)
+    if have != want and not (want - set(optional) <= have <= want):
+        missing, extra = sorted(want - have - set(optional)), sorted(have - want)
         raise ValueError(f"state_dict keys do not match: missing {missing}, unexpected {extra}")
     return d  # type: ignore[return-value]
 
@@ -133,8 +143,8 @@ def _load_counter(d: Mapping[str, Any], key: str) -> int:
 def _load_array(d: Mapping[str, Any], entry: Entry, counters: Mapping[str, int]) -> np.ndarray:
     key = entry.key
     a = np.asarray(d[key])
-    if a.shape not in entry.shapes:
-        accepted = " or ".join(str(s) for s in entry.shapes)
+    if not entry.accepts(a.shape):
+        accepted = " or ".join(str(s).replace("None", "any") for s in entry.shapes)
         raise ValueError(f"state_dict[{key!r}] has shape {a.shape}, expected {accepted}")
     if a.dtype != entry.dtype:
         raise ValueError(f"state_dict[{key!r}] has dtype {a.dtype}, expected {entry.dtype}")
@@ -166,12 +176,12 @@ def load_state(
     ``ValueError`` (``TypeError`` if ``d`` is not a mapping) naming the first
     defect; nothing is returned, so nothing can be half-loaded.
     """
-    mapping = check_keys(d, [*config, *(e.key for e in entries)])
+    mapping = check_keys(d, [*config, *(e.key for e in entries)], [e.key for e in entries if e.optional])
     check_config(mapping, config)
     counters = {e.key: _load_counter(mapping, e.key) for e in entries if e.is_counter}
     out: dict[str, Any] = dict(counters)
     for e in entries:
-        if not e.is_counter:
+        if not e.is_counter and e.key in mapping:
             out[e.key] = _load_array(mapping, e, counters)
     return out
 
@@ -181,7 +191,8 @@ class Stateful:
 
     Subclasses implement ``_config()`` (plain scalars), ``_state_entries()``
     (the :class:`Entry` list), ``_state_values()`` (key to current value) and
-    ``_adopt_state(loaded)`` (swap in validated copies).
+    ``_adopt_state(loaded)`` (swap in validated copies), and may add
+    ``_check_state(loaded)``: checks across entries, run before anything is adopted.
     """
 
     def _config(self) -> dict[str, ConfigValue]:
@@ -195,6 +206,9 @@ class Stateful:
 
     def _adopt_state(self, loaded: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _check_state(self, loaded: dict[str, Any]) -> None:
+        """Raise ``ValueError`` for a defect no single entry shows (nothing adopted yet)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Config, counters and copies of the state arrays, as plain numpy values.
@@ -211,4 +225,6 @@ class Stateful:
         Raises ``ValueError`` on any mismatch (``TypeError`` for a non-mapping),
         leaving the optimizer unchanged.
         """
-        self._adopt_state(load_state(state_dict, self._config(), self._state_entries()))
+        loaded = load_state(state_dict, self._config(), self._state_entries())
+        self._check_state(loaded)
+        self._adopt_state(loaded)

@@ -2,8 +2,11 @@
 
 A lazy Adam needs, for every touched coordinate, the step ``s`` of its previous
 update: the gap ``t - s`` sets the dormancy decay, and the dormant steps
-``s + 1 .. t - 1`` are what ``DENSE_EQUIVALENT`` catches up. Two layouts, chosen
-once by the kind of parameter:
+``s + 1 .. t - 1`` are what ``DENSE_EQUIVALENT`` catches up. The functional
+cores (:func:`~sparse_opt.sparse_adam.sparse_adam_update`, ...) take those
+previous steps as a plain int64 array; the optimizers keep the record here and
+stamp it after a core has accepted a step. Two layouts, chosen once by the kind
+of parameter:
 
 - :class:`CoordinateSteps` (1-D parameters): one int64 per coordinate.
 - :class:`RowSteps` (tables): one int64 per row, since an embedding gradient
@@ -11,14 +14,15 @@ once by the kind of parameter:
   per row instead of per entry. A step with an *incomplete* row (some columns
   only) gives that row's entries different steps; such a row is *split*: its
   entries' steps move to a pool of per-entry rows, and back to the per-row array
-  as soon as a step (or a catch-up) makes the whole row share one step again.
-  A split costs O(cols) for that row only: no step allocates anything of the
-  table's size, whatever its gradient.
+  as soon as a step (or a catch-up) stamps the whole row again. A split costs
+  O(cols) for that row only, and so does its checkpoint: no step, state dict or
+  read of ``last_step`` allocates anything of the table's size.
 
-Both answer the same four questions: the previous steps of the coordinates a
-step addresses (:meth:`previous`), recording a new one (:meth:`stamp`), the
-record as an array of the parameters' shape (:meth:`as_array`, O(table)), and
-its compact state-dict form (:meth:`compact`).
+Both answer the same questions: the previous steps of the coordinates a step
+addresses (:meth:`~RowSteps.previous`), recording a new one
+(:meth:`~RowSteps.stamp`), the read-only public view (:meth:`~RowSteps.view`),
+and the state-dict form (:meth:`~RowSteps.entries`, :meth:`~RowSteps.state`,
+:meth:`~RowSteps.check`, :meth:`~RowSteps.load`).
 
 An address is ``(index, by_rows)``: table rows (``by_rows``) or coordinates of
 the flattened parameters.
@@ -26,19 +30,27 @@ the flattened parameters.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from sparse_opt._arrays import readonly
+from sparse_opt._state import Entry
+
+#: State-dict keys of a table's split rows: their ids (ascending) and their per-entry steps.
+SPLIT_ROWS, SPLIT_STEPS = "last_step_split_rows", "last_step_split"
 
 
-def previous_steps(last_step: Any, index: np.ndarray, ndim: int) -> np.ndarray:
-    """``last_step[index]``, shaped to broadcast against the ``ndim``-D values gathered at ``index``.
-
-    A table's rows usually have one step each (shape ``(k,)``); against rows of
-    values (``(k, cols)``) they get a trailing axis, ``(k, 1)``.
-    """
-    last = np.asarray(last_step[index])
+def as_column(last: np.ndarray, ndim: int) -> np.ndarray:
+    """Previous steps shaped to broadcast against ``ndim``-D values: a row's one step ``(k,)`` becomes ``(k, 1)``."""
+    last = np.asarray(last)
     return last.reshape(*last.shape, *([1] * (ndim - last.ndim)))
+
+
+def _steps_entry(shapes: tuple[tuple[int | None, ...], ...], key: str = "last_step", optional: bool = False) -> Entry:
+    return Entry(key, shapes, np.dtype(np.int64), bounded_by="step_count", optional=optional)
 
 
 class CoordinateSteps:
@@ -55,21 +67,24 @@ class CoordinateSteps:
         """Record ``step`` for the coordinates ``index``."""
         self.steps[index] = step
 
-    def as_array(self) -> np.ndarray:
-        """The record itself (the caller makes it read-only)."""
-        return self.steps
+    def view(self) -> np.ndarray:
+        """The record, read-only."""
+        return readonly(self.steps)
 
-    def compact(self) -> np.ndarray:
-        """A copy for a state dict."""
-        return self.steps.copy()
+    def entries(self) -> list[Entry]:
+        """The state-dict entry: ``last_step``, one per coordinate."""
+        return [_steps_entry((self.steps.shape,))]
 
-    def shapes(self) -> tuple[tuple[int, ...], ...]:
-        """Shapes :meth:`load` accepts."""
-        return (self.steps.shape,)
+    def state(self) -> dict[str, np.ndarray]:
+        """``{"last_step": steps}`` (the state-dict engine copies it)."""
+        return {"last_step": self.steps}
 
-    def load(self, steps: np.ndarray) -> None:
+    def check(self, loaded: Mapping[str, Any]) -> None:
+        """Nothing beyond the entry's own checks."""
+
+    def load(self, loaded: Mapping[str, Any]) -> None:
         """Adopt a validated, freshly copied array."""
-        self.steps = steps
+        self.steps = loaded["last_step"]
 
 
 class RowSteps:
@@ -108,7 +123,7 @@ class RowSteps:
         return self.split_ids[clipped] == rows, clipped
 
     def previous(self, index: np.ndarray, by_rows: bool) -> np.ndarray:
-        """Previous steps of the addressed coordinates.
+        """Previous steps of the addressed coordinates (a new array).
 
         By rows: shape ``(k,)`` when none of the rows is split (one step per
         row), else ``(k, cols)``. By flat coordinates: shape ``(k,)``.
@@ -153,13 +168,17 @@ class RowSteps:
         self.split_slots = np.concatenate([self.split_slots, slots])[order]
 
     def stamp(self, index: np.ndarray, step: int, by_rows: bool) -> None:
-        """Record ``step`` for the addressed coordinates (``index`` ascending, unique)."""
+        """Record ``step`` for the addressed coordinates (``index`` ascending, unique).
+
+        Steps only grow, so an incomplete row stamped now is split until a later
+        stamp covers the whole row: its other entries hold earlier steps.
+        """
         if by_rows:
             self.row_step[index] = step
             self._unsplit(index)
             return
         rows, cols = np.divmod(index, self.cols)
-        ids, first, counts = np.unique(rows, return_index=True, return_counts=True)
+        ids, counts = np.unique(rows, return_counts=True)
         whole = counts == self.cols
         if whole.any():
             self.stamp(ids[whole], step, by_rows=True)
@@ -167,17 +186,10 @@ class RowSteps:
         if not partial.any():
             return
         part_ids = ids[partial]
-        hit, _ = self._find(part_ids)
-        self._split(part_ids[~hit])
+        self._split(part_ids[~self._find(part_ids)[0]])
         entry_partial = np.repeat(partial, counts)
-        hit, pos = self._find(rows[entry_partial])
+        pos = self._find(rows[entry_partial])[1]
         self.pool[self.split_slots[pos], cols[entry_partial]] = step
-        # a split row whose entries now all share one step is a plain row again
-        slots = self.split_slots[self._find(part_ids)[1]]
-        uniform = (self.pool[slots] == self.pool[slots, :1]).all(axis=1)
-        if uniform.any():
-            self.row_step[part_ids[uniform]] = self.pool[slots[uniform], 0]
-            self._unsplit(part_ids[uniform])
 
     # -- whole record ------------------------------------------------------------
     def as_array(self) -> np.ndarray:
@@ -188,27 +200,148 @@ class RowSteps:
         out[self.split_ids] = self.pool[self.split_slots]
         return out
 
-    def compact(self) -> np.ndarray:
-        """``(rows,)`` while no row is split (8 bytes per row), else the full ``(rows, cols)`` array."""
+    def view(self) -> np.ndarray | SplitStepsView:
+        """The read-only ``last_step`` of the table's shape, allocating nothing of the table's size.
+
+        A broadcast of the per-row steps while no row is split; a
+        :class:`SplitStepsView` that computes only what is indexed otherwise.
+        """
         if self.split_ids.size == 0:
-            return self.row_step.copy()
-        return np.array(self.as_array())
+            return readonly(self.as_array())
+        return SplitStepsView(self)
 
-    def shapes(self) -> tuple[tuple[int, ...], ...]:
-        """Shapes :meth:`load` accepts: per row, or per entry."""
-        return ((self.row_step.size,), (self.row_step.size, self.cols))
+    # -- state dict --------------------------------------------------------------
+    def entries(self) -> list[Entry]:
+        """``last_step`` per row (or, on load, per entry) and the split rows' ids and per-entry steps.
 
-    def load(self, steps: np.ndarray) -> None:
-        """Adopt a validated array of either shape; rows whose entries differ become split."""
+        The split keys are optional on load: a checkpoint written before they
+        existed (``(rows,)`` or ``(rows, cols)`` only) loads as it always did.
+        """
+        rows = self.row_step.size
+        return [
+            _steps_entry(((rows,), (rows, self.cols))),
+            Entry(SPLIT_ROWS, ((None,),), np.dtype(np.int64), optional=True),
+            _steps_entry(((None, self.cols),), SPLIT_STEPS, optional=True),
+        ]
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Per-row steps (a split row: its latest entry's) plus the split rows, O(rows + split entries)."""
+        steps = self.pool[self.split_slots]
+        row_step = self.row_step
+        if self.split_ids.size:
+            row_step = row_step.copy()
+            row_step[self.split_ids] = steps.max(axis=1)
+        return {"last_step": row_step, SPLIT_ROWS: self.split_ids, SPLIT_STEPS: steps}
+
+    def check(self, loaded: Mapping[str, Any]) -> None:
+        """Refuse split rows that are not ascending, unique and in range, or that do not match their steps."""
+        ids, steps = loaded.get(SPLIT_ROWS), loaded.get(SPLIT_STEPS)
+        if (ids is None) != (steps is None):
+            have, missing = (SPLIT_ROWS, SPLIT_STEPS) if steps is None else (SPLIT_STEPS, SPLIT_ROWS)
+            raise ValueError(f"state_dict has {have!r} but not {missing!r}: the split rows need both")
+        if ids is None:
+            return
+        if steps.shape[0] != ids.size:
+            raise ValueError(
+                f"state_dict[{SPLIT_STEPS!r}] has {steps.shape[0]} rows for {ids.size} ids in {SPLIT_ROWS!r}"
+            )
+        bad = np.flatnonzero((ids < 0) | (ids >= self.row_step.size) | np.r_[False, np.diff(ids) <= 0])
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(
+                f"state_dict[{SPLIT_ROWS!r}] holds {int(ids[k])} at position {k}: split row ids must be "
+                f"strictly ascending, >= 0 and below rows = {self.row_step.size}"
+            )
+        if loaded["last_step"].ndim == 2 and ids.size:
+            raise ValueError(f"state_dict has a per-entry 'last_step' and {SPLIT_ROWS!r}: give one form, not both")
+
+    def load(self, loaded: Mapping[str, Any]) -> None:
+        """Adopt validated arrays of either form; rows whose entries differ become split."""
         self._no_splits()
-        if steps.ndim == 1:
+        steps = loaded["last_step"]
+        if steps.ndim == 2:
+            self.row_step = steps[:, 0].copy() if self.cols else np.zeros(steps.shape[0], dtype=np.int64)
+            ids = np.flatnonzero((steps != steps[:, :1]).any(axis=1)) if self.cols else np.zeros(0, np.int64)
+            per_entry = steps[ids]
+        else:
             self.row_step = steps
-            return
-        if self.cols == 0:
-            self.row_step = np.zeros(steps.shape[0], dtype=np.int64)
-            return
-        self.row_step = steps[:, 0].copy()
-        differ = np.flatnonzero((steps != steps[:, :1]).any(axis=1))
-        if differ.size:
-            self._split(differ)
-            self.pool[self.split_slots] = steps[self.split_ids]
+            ids = loaded.get(SPLIT_ROWS, np.zeros(0, dtype=np.int64))
+            per_entry = loaded.get(SPLIT_STEPS, np.zeros((0, self.cols), dtype=np.int64))
+            uniform = (per_entry == per_entry[:, :1]).all(axis=1) if self.cols else np.ones(ids.size, bool)
+            self.row_step[ids[uniform]] = per_entry[uniform, 0] if self.cols else 0
+            ids, per_entry = ids[~uniform], per_entry[~uniform]
+        if ids.size:
+            self._split(ids)
+            self.pool[self.split_slots] = per_entry
+
+
+class SplitStepsView(NDArrayOperatorsMixin):
+    """A table's ``last_step`` while some rows are split: read-only, computing only what is indexed.
+
+    It has the table's ``shape`` and int64 ``dtype``; indexing (``view[ids]``,
+    ``view[ids, 0]``, slices, masks) returns a new array of just those entries,
+    and arithmetic or ``np.asarray(view)`` materialises the whole record
+    (O(table), at the caller's request). Assignment is refused: the record is
+    the optimizer's (restore it with ``load_state_dict``).
+    """
+
+    __slots__ = ("_record",)
+
+    def __init__(self, record: RowSteps) -> None:
+        self._record = record
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._record.row_step.size, self._record.cols)
+
+    dtype = np.dtype(np.int64)
+    ndim = 2
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        rows, cols = self.shape
+        if len(key) == 2 and not any(isinstance(k, slice) or k is Ellipsis or k is None for k in key):
+            r, c = (np.asarray(k) for k in key)  # point-wise: numpy broadcasts the two index arrays together
+            r = np.arange(rows)[r] if r.dtype == bool else r
+            lin = np.add(np.arange(rows)[r] * cols, np.arange(cols)[c])
+            return self._record.previous(lin.reshape(-1), by_rows=False).reshape(lin.shape)
+        if key and key[0] is Ellipsis:
+            ids, rest = np.arange(rows), key
+        else:
+            ids, rest = np.arange(rows)[key[0]], (Ellipsis, *key[1:])
+        prev = self._record.previous(np.reshape(ids, -1), by_rows=True)
+        out = np.broadcast_to(as_column(prev, 2), (prev.shape[0], cols)).reshape(*np.shape(ids), cols)
+        return np.array(out[rest])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ValueError("assignment destination is read-only: last_step is the optimizer's record")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self._record.as_array()
+        return out if dtype is None else out.astype(dtype)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(np.asarray(x) if isinstance(x, SplitStepsView) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def tolist(self) -> list:
+        return np.asarray(self).tolist()
+
+    def copy(self) -> np.ndarray:
+        return np.asarray(self)
+
+    def astype(self, dtype: Any) -> np.ndarray:
+        return np.asarray(self).astype(dtype)
+
+    def reshape(self, *shape: Any) -> np.ndarray:
+        return np.asarray(self).reshape(*shape)
+
+    def __repr__(self) -> str:
+        return f"SplitStepsView(shape={self.shape}, split rows={self._record.split_ids.size})"

@@ -53,7 +53,7 @@ from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
-from sparse_opt._step_record import previous_steps
+from sparse_opt._step_record import as_column
 from sparse_opt._validation import check_bool, check_decoupled_decay, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
@@ -118,7 +118,7 @@ def sparse_adam_update(
     param: np.ndarray,
     m: np.ndarray,
     v: np.ndarray,
-    last_step: Any,
+    last: np.ndarray | None,
     index: np.ndarray,
     grad: np.ndarray,
     *,
@@ -137,16 +137,18 @@ def sparse_adam_update(
     The functional core of :class:`SparseAdam` and :class:`SparseAdamTable`, as
     ``torch.optim._functional`` is torch's; the equations are in the module
     docstring. Nothing is checked except the new moments: if they are not
-    finite, ``ValueError`` is raised before anything is written.
+    finite, ``ValueError`` is raised before anything is written. The caller
+    records ``step`` as the new last step of ``index`` once this returns.
 
     Parameters
     ----------
     param, m, v : ndarray
         Parameters and moments, indexed along axis 0 by ``index``: coordinates of
         a 1-D array, or rows of a table.
-    last_step : int64 array, or anything indexable like one
-        ``last_step[index]`` gives the previous steps (``(k,)``; for table rows
-        ``(k,)`` or ``(k, cols)``), and ``last_step[index] = step`` records the new one.
+    last : ndarray of int64, or None
+        The previous steps of the coordinates ``index`` (``(k,)``; for table
+        rows ``(k,)``, one per row, or ``(k, cols)``). Not read in LAZY mode
+        (may be None there).
     index : ndarray of int64
         Ascending, unique, in range.
     grad : ndarray
@@ -164,11 +166,13 @@ def sparse_adam_update(
     --------
     >>> import numpy as np
     >>> from sparse_opt.sparse_adam import sparse_adam_update
-    >>> p, m, v, last = np.ones(4), np.zeros(4), np.zeros(4), np.zeros(4, np.int64)
-    >>> sparse_adam_update(p, m, v, last, np.array([1, 3]), np.array([0.5, -0.5]),
+    >>> p, m, v, last_step = np.ones(4), np.zeros(4), np.zeros(4), np.zeros(4, np.int64)
+    >>> index = np.array([1, 3])
+    >>> sparse_adam_update(p, m, v, last_step[index], index, np.array([0.5, -0.5]),
     ...                    step=1, lr=0.1, beta1=0.9, beta2=0.999, eps=0.0)
-    >>> p, last
-    (array([1. , 0.9, 1. , 1.1]), array([0, 1, 0, 1]))
+    >>> last_step[index] = 1
+    >>> p
+    array([1. , 0.9, 1. , 1.1])
     """
     dtype = param.dtype
     g = -grad if maximize else grad
@@ -177,7 +181,7 @@ def sparse_adam_update(
     shrink = 1.0 - lr * weight_decay
     decay1, decay2, decay_p = beta1, beta2, shrink
     if mode is not LazyMode.LAZY:
-        last = previous_steps(last_step, index, g.ndim)
+        last = as_column(last, g.ndim)
         if mode is LazyMode.DENSE_EQUIVALENT:
             if coasting is None:
                 coasting = AdamCoasting(lr, beta1, beta2, eps, weight_decay, dtype)
@@ -205,14 +209,13 @@ def sparse_adam_update(
         denom += eps
         p_i -= lr / (1.0 - beta1**step) * (m_i / denom)
     scatter(param, index, p_i)
-    last_step[index] = step
 
 
 def adam_catch_up(
     param: np.ndarray,
     m: np.ndarray,
     v: np.ndarray,
-    last_step: Any,
+    last: np.ndarray,
     index: np.ndarray,
     *,
     through: int,
@@ -220,16 +223,15 @@ def adam_catch_up(
 ) -> None:
     """Bring the coordinates ``index`` current through step ``through`` (DENSE_EQUIVALENT), in place.
 
-    Applies dense Adam(W)'s zero-gradient steps ``last_step[index] + 1 ..
-    through`` with ``coasting`` and records ``last_step[index] = through``.
-    Arguments as for :func:`sparse_adam_update`.
+    Applies dense Adam(W)'s zero-gradient steps ``last + 1 .. through`` with
+    ``coasting``; the caller then records ``through`` as the last step of
+    ``index``. Arguments as for :func:`sparse_adam_update`.
     """
     p_i, m_i, v_i = gather(param, index), gather(m, index), gather(v, index)
-    p_i, m_i, v_i = coasting(p_i, m_i, v_i, previous_steps(last_step, index, p_i.ndim), through)
+    p_i, m_i, v_i = coasting(p_i, m_i, v_i, as_column(last, p_i.ndim), through)
     scatter(param, index, p_i)
     scatter(m, index, m_i)
     scatter(v, index, v_i)
-    last_step[index] = through
 
 
 class SparseAdam(SparseOptimizer):
@@ -311,29 +313,33 @@ class SparseAdam(SparseOptimizer):
         }
 
     def _apply(self, target: Target, step: int) -> None:
-        by_rows = target.by_rows
+        by_rows, record = target.by_rows, self._record
+        assert record is not None
         sparse_adam_update(
             addressed(self.params, by_rows),
             addressed(self.m, by_rows),
             addressed(self.v, by_rows),
-            self._steps(by_rows),
+            None if self.config.mode is LazyMode.LAZY else record.previous(target.index, by_rows),
             target.index,
             target.grad,
             step=step,
             coasting=self._coasting,
             **self._hyper(),
         )
+        record.stamp(target.index, step, by_rows)
 
     def _catch_up(self, index: np.ndarray, by_rows: bool) -> None:
+        assert self._record is not None and self._coasting is not None
         adam_catch_up(
             addressed(self.params, by_rows),
             addressed(self.m, by_rows),
             addressed(self.v, by_rows),
-            self._steps(by_rows),
+            self._record.previous(index, by_rows),
             index,
             through=self.step_count,
-            coasting=self._coasting,  # type: ignore[arg-type]
+            coasting=self._coasting,
         )
+        self._record.stamp(index, self.step_count, by_rows)
 
     def _config(self) -> dict[str, float | bool | str]:
         return self.config.as_dict()
@@ -343,15 +349,15 @@ class SparseAdam(SparseOptimizer):
             counter("step_count"),
             float_array("m", self.m),
             float_array("v", self.v, nonnegative=True),
-            self._steps_entry(),
+            *self._step_entries(),
         ]
 
     def _state_values(self) -> dict[str, Any]:
-        return {"step_count": self.step_count, "m": self.m, "v": self.v, "last_step": self._record.compact()}  # type: ignore[union-attr]
+        return {"step_count": self.step_count, "m": self.m, "v": self.v, **self._step_values()}
 
     def _adopt_state(self, loaded: dict[str, Any]) -> None:
         self.m, self.v = loaded["m"], loaded["v"]
-        self._record.load(loaded["last_step"])  # type: ignore[union-attr]
+        self._record.load(loaded)  # type: ignore[union-attr]
         self.step_count = loaded["step_count"]
 
 

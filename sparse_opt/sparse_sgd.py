@@ -44,7 +44,7 @@ from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
-from sparse_opt._step_record import previous_steps
+from sparse_opt._step_record import as_column
 from sparse_opt._validation import check_bool, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
@@ -152,17 +152,18 @@ def sparse_sgd_update(
     weight_decay: float = 0.0,
     momentum: float = 0.0,
     maximize: bool = False,
-    last_step: Any = None,
+    last: np.ndarray | None = None,
     step: int = 0,
 ) -> None:
     """One lazy SGD step on the coordinates ``index``, in place (the functional core).
 
     ``param`` and ``momentum_buffer`` (None without momentum) are indexed along
     axis 0 by ``index`` (ascending, unique); ``grad`` is shaped like
-    ``param[index]``. With ``last_step`` (DENSE_EQUIVALENT) the dormant steps
-    ``last_step[index] + 1 .. step - 1`` are applied first and ``step`` is
-    recorded. If the new buffer would not be finite, ``ValueError`` is raised
-    before anything is written. Equations in the module docstring.
+    ``param[index]``. With ``last``, the previous steps of ``index``
+    (DENSE_EQUIVALENT), the dormant steps ``last + 1 .. step - 1`` are applied
+    first; the caller records ``step`` once this returns. If the new buffer
+    would not be finite, ``ValueError`` is raised before anything is written.
+    Equations in the module docstring.
 
     Examples
     --------
@@ -176,9 +177,8 @@ def sparse_sgd_update(
     g = -grad if maximize else grad
     p = gather(param, index)
     buf = None if momentum_buffer is None else gather(momentum_buffer, index)
-    if last_step is not None:
-        last = previous_steps(last_step, index, p.ndim)
-        p, buf = sgd_coast(p, buf, last, step - 1, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    if last is not None:
+        p, buf = sgd_coast(p, buf, as_column(last, p.ndim), step - 1, lr=lr, weight_decay=weight_decay, momentum=momentum)
     with np.errstate(all="ignore"):  # results are checked before anything is written
         if weight_decay:
             g = g + weight_decay * p
@@ -190,14 +190,12 @@ def sparse_sgd_update(
     scatter(param, index, p)
     if buf is not None:
         scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
-    if last_step is not None:
-        last_step[index] = step
 
 
 def sgd_catch_up(
     param: np.ndarray,
     momentum_buffer: np.ndarray | None,
-    last_step: Any,
+    last: np.ndarray,
     index: np.ndarray,
     *,
     through: int,
@@ -205,16 +203,17 @@ def sgd_catch_up(
     weight_decay: float,
     momentum: float,
 ) -> None:
-    """Bring ``index`` current through step ``through`` with dense SGD's zero-gradient steps, in place."""
+    """Bring ``index`` current through step ``through`` with dense SGD's zero-gradient steps, in place.
+
+    ``last`` holds the previous steps of ``index``; the caller records ``through`` afterwards.
+    """
     p = gather(param, index)
     buf = None if momentum_buffer is None else gather(momentum_buffer, index)
-    last = previous_steps(last_step, index, p.ndim)
-    p, buf = sgd_coast(p, buf, last, through, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    p, buf = sgd_coast(p, buf, as_column(last, p.ndim), through, lr=lr, weight_decay=weight_decay, momentum=momentum)
     if buf is not None:
         check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
         scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
     scatter(param, index, p)
-    last_step[index] = through
 
 
 class SparseSgd(SparseOptimizer):
@@ -271,21 +270,25 @@ class SparseSgd(SparseOptimizer):
             target.index,
             target.grad,
             maximize=self.config.maximize,
-            last_step=None if self._record is None else self._steps(by_rows),
+            last=None if self._record is None else self._record.previous(target.index, by_rows),
             step=step,
             **self._hyper(),
         )
+        if self._record is not None:
+            self._record.stamp(target.index, step, by_rows)
 
     def _catch_up(self, index: np.ndarray, by_rows: bool) -> None:
+        assert self._record is not None
         buf = None if self.momentum_buffer is None else addressed(self.momentum_buffer, by_rows)
         sgd_catch_up(
             addressed(self.params, by_rows),
             buf,
-            self._steps(by_rows),
+            self._record.previous(index, by_rows),
             index,
             through=self.step_count,
             **self._hyper(),
         )
+        self._record.stamp(index, self.step_count, by_rows)
 
     def _config(self) -> dict[str, float | bool | str]:
         return self.config.as_dict()
@@ -294,23 +297,19 @@ class SparseSgd(SparseOptimizer):
         entries = [counter("step_count")]
         if self.momentum_buffer is not None:
             entries.append(float_array("momentum_buffer", self.momentum_buffer))
-        if self._record is not None:
-            entries.append(self._steps_entry())
-        return entries
+        return entries + self._step_entries()
 
     def _state_values(self) -> dict[str, Any]:
         values: dict[str, Any] = {"step_count": self.step_count}
         if self.momentum_buffer is not None:
             values["momentum_buffer"] = self.momentum_buffer
-        if self._record is not None:
-            values["last_step"] = self._record.compact()
-        return values
+        return {**values, **self._step_values()}
 
     def _adopt_state(self, loaded: dict[str, Any]) -> None:
         if self.momentum_buffer is not None:
             self.momentum_buffer = loaded["momentum_buffer"]
         if self._record is not None:
-            self._record.load(loaded["last_step"])
+            self._record.load(loaded)
         self.step_count = loaded["step_count"]
 
 

@@ -577,6 +577,13 @@ def test_last_step_cannot_be_made_writeable(name, split):
     ls = opt.last_step
     assert ls.dtype == np.int64 and ls.shape == opt.params.shape
     before = frozen(opt)
+    if split and OPTIMIZERS[name][0] == "csr":  # a SplitStepsView: indexing gives the caller's own copies
+        with pytest.raises(ValueError, match="read-only"):
+            ls[0, 0] = 99
+        for copy in (ls[...], ls[::-1], np.asarray(ls), ls[0]):
+            copy[...] = 99
+        assert frozen(opt) == before
+        return
     for view in (ls, ls.view(), ls[...], ls[::-1], np.asarray(ls), np.broadcast_to(ls, (2, *ls.shape)), ls.T):
         with pytest.raises(ValueError):
             view.setflags(write=True)

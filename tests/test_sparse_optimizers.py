@@ -316,13 +316,14 @@ def test_table_keeps_one_last_step_per_row_and_splits_only_incomplete_rows():
     assert opt.state_dict()["last_step"].shape == (4,)  # the checkpoint: 8 bytes per row
     opt.step(partial)  # only entry (0, 2): row 0 is split, its entries keep their own steps
     assert opt.last_step.tolist() == [[1, 1, 2], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
-    assert opt.state_dict()["last_step"].shape == (4, 3)
+    state = opt.state_dict()  # the checkpoint: per row, plus the split row's own entries
+    assert state["last_step"].tolist() == [2, 0, 1, 0] and state["last_step_split"].tolist() == [[1, 1, 2]]
     opt.step(so.CsrGradient.from_rows(np.array([0]), np.ones((1, 3)), 4))  # the whole row again: one step per row
     assert opt.last_step.tolist() == [[3, 3, 3], [0, 0, 0], [1, 1, 1], [0, 0, 0]]
     assert opt.last_step.strides[1] == 0 and opt.state_dict()["last_step"].shape == (4,)
     # a full (rows, cols) state whose rows each hold one step is stored per row again
     fresh = so.SparseAdamTable(np.zeros((4, 3)), so.SparseAdamConfig(mode=DORMANCY))
-    state = opt.state_dict()
+    state = {k: v for k, v in opt.state_dict().items() if not k.startswith("last_step_split")}
     fresh.load_state_dict({**state, "last_step": np.array(opt.last_step)})
     assert fresh.last_step.strides[1] == 0 and fresh.state_dict()["last_step"].shape == (4,)
     np.testing.assert_array_equal(fresh.last_step, opt.last_step)

@@ -29,6 +29,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sparse_opt as so
+from sparse_opt._step_record import SPLIT_ROWS, SPLIT_STEPS
+
+SPLIT_KEYS = (SPLIT_ROWS, SPLIT_STEPS)
 
 LAZY, DORMANCY, DENSE = so.LazyMode.LAZY, so.LazyMode.DORMANCY_DECAY, so.LazyMode.DENSE_EQUIVALENT
 ROWS, COLS, DIM = 6, 4, 12
@@ -192,7 +195,7 @@ def test_checkpoint_through_npz_then_continue_is_bit_identical(spec, at, dtype):
         ref.catch_up([1, 3, 3])
     saved = through_npz(ref.state_dict())
     if spec in TABLE_SPECS_WITH_STEPS and at == 6:
-        assert saved["last_step"].shape == (ROWS, COLS)  # a split row is in the checkpoint
+        assert saved["last_step"].shape == (ROWS,) and saved[SPLIT_ROWS].size  # a split row, stored sparsely
     restored = spec.make(copy_params(params))
     restored.load_state_dict(saved)
     assert frozen(restored) == frozen(ref)
@@ -236,32 +239,36 @@ def incomplete_rows(rows, shape=(ROWS, COLS)):
 
 @pytest.mark.parametrize("spec", TABLE_SPECS_WITH_STEPS, ids=lambda s: s.name)
 def test_table_last_step_is_per_row_until_a_row_is_split(spec):
-    """``last_step`` in a state dict: ``(rows,)`` while steps update whole rows, ``(rows, cols)`` once a row is split.
+    """``last_step`` in a state dict is ``(rows,)``; a split row adds its id and per-entry steps, nothing table-sized.
 
     The read-only ``last_step`` attribute always has the table's shape; a step
-    that makes the split row whole again gives back the per-row form.
+    that makes the split row whole again removes it from the split keys.
     """
     opt = spec.make(spec.params())
     assert opt.state_dict()["last_step"].shape == (ROWS,)
     opt.step(so.CsrGradient.from_rows([4, 1, 4], np.ones((3, COLS)), ROWS))
     sd = opt.state_dict()
     assert sd["last_step"].shape == (ROWS,) and sd["last_step"].tolist() == [0, 1, 0, 0, 1, 0]
+    assert sd[SPLIT_ROWS].shape == (0,) and sd[SPLIT_STEPS].shape == (0, COLS)
     assert opt.last_step.shape == (ROWS, COLS)
     opt.step(incomplete_rows([1]))
     sd = opt.state_dict()
-    assert sd["last_step"].shape == (ROWS, COLS)
-    np.testing.assert_array_equal(sd["last_step"][1], [2, 1, 1, 1])
-    np.testing.assert_array_equal(sd["last_step"], opt.last_step)
+    assert sd["last_step"].tolist() == [0, 2, 0, 0, 1, 0]  # a split row: its latest entry's step
+    assert sd[SPLIT_ROWS].tolist() == [1] and sd[SPLIT_STEPS].tolist() == [[2, 1, 1, 1]]
+    np.testing.assert_array_equal(opt.last_step[1], [2, 1, 1, 1])
+    np.testing.assert_array_equal(opt.last_step[[1, 4], 0], [2, 1])
+    np.testing.assert_array_equal(np.asarray(opt.last_step)[4], [1] * COLS)
     opt.step(so.CsrGradient.from_rows([1], np.ones((1, COLS)), ROWS))  # row 1 whole again
-    assert opt.state_dict()["last_step"].tolist() == [0, 3, 0, 0, 1, 0]
+    sd = opt.state_dict()
+    assert sd["last_step"].tolist() == [0, 3, 0, 0, 1, 0] and sd[SPLIT_ROWS].size == 0
 
 
 @pytest.mark.parametrize("spec", TABLE_SPECS_WITH_STEPS, ids=lambda s: s.name)
 def test_load_accepts_both_last_step_forms(spec):
-    """``load_state_dict`` takes ``last_step`` per row or per entry; a per-entry array with uniform rows is per row again.
+    """``load_state_dict`` takes ``last_step`` per row (with or without split keys) or per entry.
 
-    Continuing from either form is bit-identical; a per-entry form with a split
-    row keeps that row split.
+    Continuing from any form is bit-identical; a per-entry form with a split
+    row keeps that row split and saves it sparsely.
     """
     ref = spec.make(spec.params())
     rng = np.random.default_rng(3)
@@ -269,11 +276,13 @@ def test_load_accepts_both_last_step_forms(spec):
         ref.step(spec.grad(rng, t))
     sd = ref.state_dict()
     assert sd["last_step"].shape == (ROWS,)
-    per_entry = {**sd, "last_step": np.repeat(sd["last_step"][:, None], COLS, axis=1)}
+    per_entry = {k: v for k, v in sd.items() if k not in SPLIT_KEYS}
+    per_entry["last_step"] = np.repeat(sd["last_step"][:, None], COLS, axis=1)
+    per_row_only = {k: v for k, v in sd.items() if k not in SPLIT_KEYS}  # a round-2 checkpoint
     saved_params = ref.params.copy()
     later = [spec.grad(rng, t) for t in range(2, 8)]
     results = []
-    for form in (sd, per_entry):
+    for form in (sd, per_entry, per_row_only):
         opt = spec.make(saved_params.copy())
         opt.load_state_dict(form)
         assert opt.state_dict()["last_step"].shape == (ROWS,)  # uniform rows are stored per row
@@ -282,12 +291,79 @@ def test_load_accepts_both_last_step_forms(spec):
         results.append(frozen(opt))
     for g in later:
         ref.step(g)
-    assert results[0] == results[1] == frozen(ref)
-    split = ref.state_dict()["last_step"]
-    assert split.shape == (ROWS, COLS)
+    assert results[0] == results[1] == results[2] == frozen(ref)
+    split = ref.state_dict()
+    assert split[SPLIT_ROWS].size
+    full = {k: v for k, v in split.items() if k not in SPLIT_KEYS}
+    full["last_step"] = np.asarray(ref.last_step)
+    for form in (split, full):
+        opt = spec.make(spec.params())
+        opt.load_state_dict(form)
+        for key in ("last_step", *SPLIT_KEYS):
+            np.testing.assert_array_equal(opt.state_dict()[key], split[key])
+
+
+@pytest.mark.parametrize("spec", TABLE_SPECS_WITH_STEPS, ids=lambda s: s.name)
+def test_split_rows_in_a_checkpoint_are_validated(spec):
+    """Split-row keys: both or neither, ids ascending and in range, one step row per id, steps in [0, step_count].
+
+    Each defect is a ``ValueError`` naming the key; nothing changes.
+    """
     opt = spec.make(spec.params())
-    opt.load_state_dict({**ref.state_dict()})
-    np.testing.assert_array_equal(opt.state_dict()["last_step"], split)
+    opt.step(so.CsrGradient.from_rows([0, 2], np.ones((2, COLS)), ROWS))
+    opt.step(incomplete_rows([2, 4]))
+    good = opt.state_dict()
+    assert good[SPLIT_ROWS].tolist() == [2, 4]
+    steps = good[SPLIT_STEPS]
+    cases = {
+        "ids only": ({**good, SPLIT_STEPS: None}, "has 'last_step_split_rows' but not 'last_step_split'"),
+        "descending": ({**good, SPLIT_ROWS: np.array([4, 2])}, r"holds 2 at position 1: split row ids"),
+        "repeated": ({**good, SPLIT_ROWS: np.array([2, 2])}, r"holds 2 at position 1: split row ids"),
+        "out of range": ({**good, SPLIT_ROWS: np.array([2, ROWS])}, rf"holds {ROWS} at position 1"),
+        "negative": ({**good, SPLIT_ROWS: np.array([-1, 2])}, r"holds -1 at position 0"),
+        "count": ({**good, SPLIT_STEPS: steps[:1]}, r"has 1 rows for 2 ids"),
+        "width": ({**good, SPLIT_STEPS: steps[:, :-1]}, rf"'last_step_split'\] has shape \(2, {COLS - 1}\)"),
+        "future step": ({**good, SPLIT_STEPS: steps + 5}, r"'last_step_split'\] holds 7 at flat position 0, outside"),
+        "float ids": ({**good, SPLIT_ROWS: np.array([2.0, 4.0])}, r"'last_step_split_rows'\] has dtype float64"),
+        "both forms": ({**good, "last_step": np.zeros((ROWS, COLS), np.int64)}, "give one form, not both"),
+    }
+    before = frozen(opt)
+    for label, (bad, pattern) in cases.items():
+        bad = {k: v for k, v in bad.items() if v is not None}
+        with pytest.raises(ValueError, match=pattern):
+            opt.load_state_dict(bad)
+        assert frozen(opt) == before, label
+
+
+def test_one_incomplete_row_keeps_checkpoints_and_last_step_small():
+    """After a 1-entry step on a 200,000 x 64 table, neither ``state_dict()`` nor ``last_step`` is table-sized.
+
+    Round 2 stored the whole ``(rows, cols)`` int64 record once a row was split
+    (102 MB here; 512 MB at 1e6 x 64). Now a checkpoint is O(rows + split
+    entries) and reading ``last_step[ids]`` allocates O(len(ids) * cols).
+    """
+    import tracemalloc
+
+    rows, cols = 200_000, 64
+    opt = so.SparseAdamTable(np.zeros((rows, cols), np.float32))
+    opt.step(so.CsrGradient.from_coo(so.CooGradient([5 * cols + 3], [1.0], rows * cols), (rows, cols)))
+    table_bytes = rows * cols * 8
+    tracemalloc.start()
+    try:
+        sd = opt.state_dict()  # m and v are float32 copies: 2 * 4 bytes per entry
+        _, peak = tracemalloc.get_traced_memory()
+        assert sd["last_step"].shape == (rows,) and sd[SPLIT_ROWS].tolist() == [5]
+        assert peak < 2 * rows * cols * 4 + 3 * rows * 8 + (1 << 20)
+        del sd
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        view = opt.last_step
+        assert view.shape == (rows, cols) and view[5, 3] == 1 and view[5, 2] == 0
+        np.testing.assert_array_equal(view[[5, 6]], [[0, 0, 0, 1] + [0] * (cols - 4), [0] * cols])
+        _, peak = tracemalloc.get_traced_memory()
+        assert peak - base < 4 * rows * 8 < table_bytes / 8
+    finally:
+        tracemalloc.stop()
 
 
 @pytest.mark.parametrize("shape", [(ROWS + 1,), (ROWS - 1,), (ROWS, 1), (ROWS, COLS + 1), (COLS,), ()])
@@ -322,7 +398,8 @@ def bad_loads(opt) -> Iterator[tuple[str, dict, str]]:
     good = opt.state_dict()
     config = {k: v for k, v in good.items() if not isinstance(v, (np.ndarray, np.generic))}
     counters = [k for k, v in good.items() if isinstance(v, np.generic)]
-    arrays = [k for k, v in good.items() if isinstance(v, np.ndarray)]
+    # a table's split rows (optional, any length) have their own test: test_split_rows_in_a_checkpoint_are_validated
+    arrays = [k for k, v in good.items() if isinstance(v, np.ndarray) and k not in SPLIT_KEYS]
     assert config and counters
 
     def q(key):
