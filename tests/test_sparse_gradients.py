@@ -596,6 +596,21 @@ def test_coalescing_keeps_negative_zero(repeats, cols):
     assert mixed.values.tolist() == [0.0] and not np.signbit(mixed.values[0])
 
 
+@pytest.mark.parametrize("cols", [1, 3])
+@pytest.mark.parametrize("lengths", [(3, 4), (5, 8, 6), (9, 16)])
+def test_padded_runs_of_negative_zero_stay_negative(lengths, cols):
+    """Runs of different lengths in one power-of-two class are padded to the longest: the pad must be ``-0.0``.
+
+    A ``+0.0`` pad would turn the shorter runs' ``-0.0`` sums into ``+0.0``
+    (``-0.0 + 0.0 == +0.0``); the test above has one run per class, which is never padded.
+    """
+    ids = np.concatenate([np.full(n, row) for row, n in enumerate(lengths)])
+    g = so.CooGradient.from_unsorted(ids, np.full(ids.size, -0.0), len(lengths))
+    assert np.signbit(g.values).all() and (g.values == 0).all()
+    r = so.CsrGradient.from_rows(ids, np.full((ids.size, cols), -0.0), len(lengths))
+    assert np.signbit(r.values).all()
+
+
 @given(rows=st.integers(2**16, 2**20), cols=st.integers(2**16 + 1, 2**20), data=st.data())
 def test_round_trip_huge_tables(rows, cols, data):
     """Tables with more than 2**32 coordinates: linear indices stay exact in int64 both ways."""
