@@ -262,6 +262,62 @@ def test_stacked_seeds_train_as_separate_runs(small_problem: dv.Problem, small_r
         np.testing.assert_allclose(stacked, separate, rtol=0, atol=1e-13)
 
 
+def _assert_runs_identical(stacked: dv.Run, alone: dv.Run) -> None:
+    assert (stacked.lr, stacked.beta1, stacked.beta2, stacked.eps) == (alone.lr, alone.beta1, alone.beta2, alone.eps)
+    np.testing.assert_array_equal(stacked.eval_steps, alone.eval_steps)
+    for name in dv.METHODS:
+        np.testing.assert_array_equal(stacked.tables[name], alone.tables[name])
+        np.testing.assert_array_equal(stacked.valid_loss[name], alone.valid_loss[name])
+        np.testing.assert_array_equal(stacked.test_loss[name], alone.test_loss[name])
+        s, a = stacked.work[name], alone.work[name]
+        assert (s.entries_stepped, s.entries_caught_up, s.dormant_steps_caught_up, s.rows_caught_up) == (
+            a.entries_stepped, a.entries_caught_up, a.dormant_steps_caught_up, a.rows_caught_up,
+        )  # fmt: skip
+        assert s.seconds > 0
+    for name in dv.LAZY_MODES:
+        np.testing.assert_array_equal(stacked.divergence[name], alone.divergence[name])
+        np.testing.assert_array_equal(stacked.max_difference[name], alone.max_difference[name])
+
+
+def test_stacked_sweep_is_one_training_run_per_rate_bit_for_bit(small_problem: dv.Problem) -> None:
+    # every method, rate and seed in one vectorised run: the same bits as train() at each rate, for all four
+    # methods (DENSE_EQUIVALENT included: each rate's catch-ups get exactly the rows train() gives them)
+    lrs = [0.3, 0.003, 0.03]  # not sorted: the result follows the order given
+    lines: list[str] = []
+    runs = dv.sweep(small_problem, lrs, eval_every=15, nudged_lrs=[0.3], report=lines.append)
+    assert list(runs) == lrs
+    for lr in lrs:
+        _assert_runs_identical(runs[lr], dv.train(small_problem, lr=lr, eval_every=15))
+    # the nudged dense run stacked beside the others is perturbed_dense_difference's, bit for bit
+    np.testing.assert_array_equal(runs[0.3].nudged_difference, dv.perturbed_dense_difference(small_problem, 0.3))
+    assert runs[0.003].nudged_difference is None and runs[0.03].nudged_difference is None
+    # the report: four evaluations a quarter apart (of steps 0, 15, .., 75, 80: 15, 45, 60 and 80), each
+    # method's validation loss at the middle rate given (0.003), mean over seeds
+    assert [line.split(":")[0] for line in lines] == [f"step {k:6d} of 80" for k in (15, 45, 60, 80)]
+    for line, i in zip(lines, (1, 3, 4, 6)):
+        assert "at lr 0.003," in line
+        for name in dv.METHODS:
+            assert f"{dv.LABELS[name]} {runs[0.003].valid_loss[name][:, i].mean():.3f}" in line
+
+
+def test_sweep_with_other_betas_matches_train(small_problem: dv.Problem) -> None:
+    runs = dv.sweep(small_problem, [0.02], beta1=0.5, beta2=0.9, eps=1e-6, eval_every=1000)
+    _assert_runs_identical(runs[0.02], dv.train(small_problem, lr=0.02, beta1=0.5, beta2=0.9, eps=1e-6, eval_every=1000))
+
+
+def test_sweep_refuses_bad_arguments_before_training(small_problem: dv.Problem) -> None:
+    with pytest.raises(ValueError, match="lrs must be distinct"):
+        dv.sweep(small_problem, [0.01, 0.01])
+    with pytest.raises(ValueError, match="lrs must be distinct and at least one"):
+        dv.sweep(small_problem, [])
+    with pytest.raises(ValueError, match="lr"):
+        dv.sweep(small_problem, [0.01, -1.0])
+    with pytest.raises(ValueError, match=r"nudged_lrs must be rates of lrs .*got 0.5"):
+        dv.sweep(small_problem, [0.01], nudged_lrs=[0.5])
+    with pytest.raises(ValueError, match="eval_every must be at least 1, got 0"):
+        dv.sweep(small_problem, [0.01], eval_every=0)
+
+
 def test_without_momentum_dormancy_decay_follows_dense_adam(small_problem: dv.Problem) -> None:
     r = dv.train(small_problem, lr=0.03, beta1=0.0, eval_every=40)
     assert r.max_difference["dormancy_decay"].max() < 1e-12

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +47,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sparse_opt import CsrGradient, DenseAdam, LazyMode, SparseAdamConfig, SparseAdamTable
+from sparse_opt._adam_coasting import AdamCoasting
+from sparse_opt._sparse_base import CATCH_UP_BLOCK
+from sparse_opt.sparse_adam import adam_catch_up, sparse_adam_update
 from sparse_opt.demos.data import zipf_ids
 from sparse_opt.demos.figures import LEGEND, finish, new_figure
 
@@ -388,6 +391,10 @@ class Run:
     tables : dict of str to ndarray
         Final stacked tables, per method (DENSE_EQUIVALENT's caught up).
     work : dict of str to Work
+    nudged_difference : ndarray, shape (num_seeds,), or None
+        Only from :func:`sweep` at a rate of its ``nudged_lrs``: how far dense
+        Adam started one ulp away ends from dense Adam
+        (:func:`perturbed_dense_difference`).
     """
 
     lr: float
@@ -401,6 +408,7 @@ class Run:
     max_difference: dict[str, np.ndarray]
     tables: dict[str, np.ndarray]
     work: dict[str, Work]
+    nudged_difference: np.ndarray | None = None
 
 
 def train(
@@ -514,9 +522,228 @@ def _evaluate(
             max_diff[name][j, i] = float(np.max(np.abs(diff))) / scale
 
 
-def sweep(problem: Problem, lrs: Sequence[float], **kwargs: float) -> dict[float, Run]:
-    """:func:`train` at each learning rate of ``lrs`` (keyword arguments passed on), keyed by learning rate."""
-    return {float(lr): train(problem, lr, **kwargs) for lr in lrs}
+def sweep(
+    problem: Problem,
+    lrs: Sequence[float],
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    eval_every: int = 500,
+    nudged_lrs: Sequence[float] = (),
+    report: Callable[[str], None] | None = None,
+) -> dict[float, Run]:
+    """:func:`train` at every learning rate of ``lrs`` at once, in one stacked, vectorised run.
+
+    The result is :func:`train`'s at each rate, bit for bit (tested), but each
+    step costs one gradient computation for every method, rate and seed
+    together instead of one per method and rate. Every method's table is
+    stacked over the rates: rate ``lrs[l]`` owns rows ``l * R .. (l + 1) * R - 1``
+    (``R = num_seeds * num_rows``, the stacked seeds of :class:`Problem`), and
+    the four methods' stacks sit one after another in a single array, so one
+    :func:`logistic_grad` call over all of them gives every block its own
+    gradient (blocks never share a row). The gradient is then cut at the block
+    boundaries and each block is stepped by the kit's own code with its own
+    learning rate: :class:`~sparse_opt.DenseAdam` over the block for dense
+    Adam, and the functional cores :func:`~sparse_opt.sparse_adam.sparse_adam_update`
+    and :func:`~sparse_opt.sparse_adam.adam_catch_up` (with ``last_step`` kept
+    as one int64 per row) for the lazy modes, with the rows and arguments
+    :class:`~sparse_opt.SparseAdamTable` would pass them.
+
+    Parameters
+    ----------
+    problem : Problem
+    lrs : sequence of float
+        Distinct learning rates.
+    beta1, beta2, eps : float
+        As for :func:`train`, shared by every rate.
+    eval_every : int
+        Steps between evaluations.
+    nudged_lrs : sequence of float
+        Rates of ``lrs`` at which dense Adam is also trained from ``problem.init``
+        with the first entry of each seed's block moved up by one unit in the
+        last place: :attr:`Run.nudged_difference` (see
+        :func:`perturbed_dense_difference`, whose result it equals bit for bit).
+    report : callable, optional
+        Called with a line of text at four evaluations a quarter of the run
+        apart: the step, and each method's validation loss then at the middle
+        rate of ``lrs`` (mean over seeds).
+
+    Returns
+    -------
+    dict of float to Run
+        Keyed by learning rate, in the order of ``lrs``. ``Work.seconds`` is the
+        stacked run's time per method (its optimizer calls, plus a quarter of
+        the shared gradient computation) divided by the number of rates.
+    """
+    lrs = tuple(float(lr) for lr in lrs)
+    if not lrs or len(set(lrs)) != len(lrs):
+        raise ValueError(f"lrs must be distinct and at least one, got {lrs}")
+    configs = {
+        (name, lr): SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode=LazyMode(name))
+        for name in LAZY_MODES
+        for lr in lrs
+    }
+    nudged_lrs = tuple(float(lr) for lr in nudged_lrs)
+    for lr in nudged_lrs:
+        if lr not in lrs:
+            raise ValueError(f"nudged_lrs must be rates of lrs {lrs}, got {lr}")
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be at least 1, got {eval_every}")
+    num_lrs, size, dim, seeds = len(lrs), problem.init.shape[0], problem.dim, problem.num_seeds
+    num_steps = problem.num_steps
+    # block b = (method i, rate l) owns rows b * size .. (b + 1) * size - 1 of `stack`; the nudged dense runs follow
+    blocks = len(METHODS) * num_lrs + len(nudged_lrs)
+    stack = np.tile(problem.init, (blocks, 1))
+    for n in range(len(nudged_lrs)):
+        for j in range(seeds):
+            r = (len(METHODS) * num_lrs + n) * size + problem.block(j).start
+            stack[r, 0] = np.nextafter(stack[r, 0], np.inf)
+
+    def rows_of(b: int) -> slice:
+        return slice(b * size, (b + 1) * size)
+
+    tables = {
+        name: [stack[rows_of(i * num_lrs + l)] for l in range(num_lrs)] for i, name in enumerate(METHODS)
+    }
+    nudged = [stack[rows_of(len(METHODS) * num_lrs + n)] for n in range(len(nudged_lrs))]
+    moments = {name: [(np.zeros((size, dim)), np.zeros((size, dim))) for _ in lrs] for name in LAZY_MODES}
+    last_step = {name: [np.zeros(size, dtype=np.int64) for _ in lrs] for name in LAZY_MODES}
+    coastings = [  # as SparseAdamTable in DENSE_EQUIVALENT mode makes its own, one per rate
+        AdamCoasting(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, stack.dtype)
+        for c in (configs["dense_equivalent", lr] for lr in lrs)
+    ]
+    dense_tables = tables["dense"] + nudged
+    dense_lrs = lrs + nudged_lrs
+    dense_opts = [DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps) for t, lr in zip(dense_tables, dense_lrs)]
+    dense_first = len(METHODS) - 1  # dense Adam's blocks start at block dense_first * num_lrs
+    dense_grad = np.zeros((len(dense_tables) * size, dim))
+    offsets = np.arange(blocks, dtype=np.int64) * size
+    bounds = np.arange(blocks + 1, dtype=np.int64) * size
+
+    eval_steps = np.unique(np.r_[np.arange(0, num_steps, eval_every), num_steps]).astype(np.int64)
+    valid = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in METHODS}
+    divergence = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in LAZY_MODES}
+    max_diff = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in LAZY_MODES}
+    stepped = dict.fromkeys(METHODS, 0)
+    seconds = dict.fromkeys(METHODS, 0.0)
+    dormant = caught_rows = 0
+    reports = {int(eval_steps[(eval_steps.size - 1) * q // 4]) for q in range(1, 5)}  # evaluations, a quarter apart
+    middle = num_lrs // 2  # reported: the middle rate of the grid, a stable one (training at the largest may not be)
+    next_eval = 0
+    de = METHODS.index("dense_equivalent")
+
+    def catch_up_all(l: int, through: int) -> None:
+        # what SparseAdamTable.catch_up() does: every row, in blocks of CATCH_UP_BLOCK entries
+        block = max(1, CATCH_UP_BLOCK // dim)
+        for start in range(0, size, block):
+            index = np.arange(start, min(size, start + block))
+            de_catch_up(l, index, through)
+
+    def de_catch_up(l: int, index: np.ndarray, through: int) -> None:
+        m, v = moments["dense_equivalent"][l]
+        last = last_step["dense_equivalent"][l]
+        adam_catch_up(tables["dense_equivalent"][l], m, v, last[index], index, through=through, coasting=coastings[l])
+        last[index] = through
+
+    for k in range(num_steps + 1):
+        if k == eval_steps[next_eval]:
+            for l in range(num_lrs):
+                catch_up_all(l, k)
+                _evaluate(
+                    problem,
+                    {name: tables[name][l] for name in METHODS},
+                    next_eval,
+                    {name: valid[name][l] for name in METHODS},
+                    {name: divergence[name][l] for name in LAZY_MODES},
+                    {name: max_diff[name][l] for name in LAZY_MODES},
+                )
+            next_eval += 1
+        if report is not None and k in reports:
+            means = "; ".join(f"{LABELS[name]} {valid[name][middle][:, next_eval - 1].mean():.3f}" for name in METHODS)
+            report(
+                f"step {k:>6d} of {num_steps}: validation loss at lr {lrs[middle]:g}, "
+                f"mean over seeds: {means}"
+            )
+        if k == num_steps:
+            break
+        pairs, labels = problem.pairs[k], problem.labels[k]
+        ids = np.unique(pairs)
+        last = last_step["dense_equivalent"][0][ids]
+        stale = last < k
+        caught_rows += int(stale.sum())
+        dormant += int((k - last[stale]).sum())
+        start = time.perf_counter()
+        for l in range(num_lrs):  # DENSE_EQUIVALENT: catch_up(ids) before the lookup
+            de_catch_up(l, ids, k)
+        seconds["dense_equivalent"] += time.perf_counter() - start
+        start = time.perf_counter()
+        all_pairs = (pairs[None] + offsets[:, None, None]).reshape(-1, 2)
+        grad = logistic_grad(stack, all_pairs, np.tile(labels, blocks), problem.batch_size)
+        rows = grad.touched_rows
+        values = grad.values.reshape(rows.size, dim)
+        cut = np.searchsorted(rows, bounds)
+        shared = (time.perf_counter() - start) / len(METHODS)
+        for i, name in enumerate(METHODS):
+            start = time.perf_counter()
+            if name == "dense":
+                lo, hi = cut[dense_first * num_lrs], cut[-1]
+                touched = rows[lo:hi] - dense_first * num_lrs * size
+                dense_grad[touched] = values[lo:hi]
+                for b, opt in enumerate(dense_opts):
+                    opt.step(dense_grad[rows_of(b)])
+                dense_grad[touched] = 0.0
+                stepped[name] += tables[name][0].size
+            else:
+                for l in range(num_lrs):
+                    b = i * num_lrs + l
+                    index = rows[cut[b] : cut[b + 1]] - b * size
+                    m, v = moments[name][l]
+                    c = configs[name, lrs[l]]
+                    previous = None if c.mode is LazyMode.LAZY else last_step[name][l][index]
+                    sparse_adam_update(
+                        tables[name][l], m, v, previous, index, values[cut[b] : cut[b + 1]], step=k + 1,
+                        lr=c.lr, beta1=c.beta1, beta2=c.beta2, eps=c.eps, weight_decay=c.weight_decay,
+                        maximize=c.maximize, mode=c.mode, coasting=coastings[l] if i == de else None,
+                    )  # fmt: skip
+                    last_step[name][l][index] = k + 1
+                stepped[name] += (cut[i * num_lrs + 1] - cut[i * num_lrs]) * dim
+            seconds[name] += time.perf_counter() - start + shared
+    caught = caught_rows * dim
+    runs = {}
+    for l, lr in enumerate(lrs):
+        runs[lr] = Run(
+            lr=lr,
+            beta1=float(beta1),
+            beta2=float(beta2),
+            eps=float(eps),
+            eval_steps=eval_steps.copy(),
+            valid_loss={name: valid[name][l] for name in METHODS},
+            test_loss={
+                name: np.array(
+                    [logistic_loss(tables[name][l], problem.test_pairs[j], problem.test_labels[j]) for j in range(seeds)]
+                )
+                for name in METHODS
+            },
+            divergence={name: divergence[name][l] for name in LAZY_MODES},
+            max_difference={name: max_diff[name][l] for name in LAZY_MODES},
+            tables={name: tables[name][l].copy() for name in METHODS},
+            work={
+                name: Work(
+                    entries_stepped=stepped[name],
+                    entries_caught_up=caught if name == "dense_equivalent" else 0,
+                    dormant_steps_caught_up=dormant if name == "dense_equivalent" else 0,
+                    rows_caught_up=caught_rows if name == "dense_equivalent" else 0,
+                    seconds=seconds[name] / num_lrs,
+                )
+                for name in METHODS
+            },
+            nudged_difference=(
+                _relative_max_difference(nudged[nudged_lrs.index(lr)], tables["dense"][l], problem)
+                if lr in nudged_lrs
+                else None
+            ),
+        )
+    return runs
 
 
 def perturbed_dense_difference(
@@ -539,10 +766,15 @@ def perturbed_dense_difference(
     for k in range(problem.num_steps):
         for table, opt in zip((base, nudged), opts):
             opt.step(logistic_grad(table, problem.pairs[k], problem.labels[k], problem.batch_size).to_dense())
+    return _relative_max_difference(nudged, base, problem)
+
+
+def _relative_max_difference(other: np.ndarray, table: np.ndarray, problem: Problem) -> np.ndarray:
+    """``max |other - table| / max |table|`` over each seed's block, shape ``(num_seeds,)``."""
     out = np.empty(problem.num_seeds)
     for j in range(problem.num_seeds):
         rows = problem.block(j)
-        out[j] = float(np.max(np.abs(nudged[rows] - base[rows]))) / float(np.max(np.abs(base[rows])))
+        out[j] = float(np.max(np.abs(other[rows] - table[rows]))) / float(np.max(np.abs(table[rows])))
     return out
 
 
