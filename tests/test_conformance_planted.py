@@ -38,8 +38,6 @@ class PlantedAdam:
     dense = False
 
     def __init__(self, table: np.ndarray, hyper: Hyper) -> None:
-        if hyper.maximize:
-            raise NotImplementedError("no maximize")
         self.p = table.astype(np.float64)
         self.m, self.v = np.zeros_like(self.p), np.zeros_like(self.p)
         self.last = np.zeros(table.shape[0], np.int64)
@@ -51,6 +49,7 @@ class PlantedAdam:
         if row_ids.size or self.count_empty_steps:
             self.t += 1
         g = np.zeros_like(self.p)
+        row_grads = -row_grads if h.maximize else row_grads
         if self.keep_last_duplicate:
             for r, row in zip(row_ids, row_grads):
                 g[r] = row
@@ -169,9 +168,14 @@ def test_a_variant_matching_its_claim_is_not_divergent():
     assert report.ok and report.divergence is None and report.semantics == "rowwise_bias"
 
 
-def test_the_unmodified_planted_adam_is_lazy():
+def test_the_unmodified_planted_adam_is_lazy_but_not_ok_while_it_skips_incomplete_rows():
+    """It has no step_entries: adam_incomplete_rows, which tells lazy apart from dormancy_decay, is not run."""
     report = check(PlantedAdam)
-    assert report.ok and report.semantics == "lazy" and report.divergence is None
+    assert report.semantics == "lazy" and report.divergence is None and not report.errors
+    assert report.unrun == ("adam_incomplete_rows",) and not report.ok
+    assert str(report).splitlines()[0] == (
+        "candidate: PlantedAdam (family adam) -- not conclusive: skipped adam_incomplete_rows, "
+        "which tells lazy apart from other references")
 
 
 def test_near_misses_keep_their_closest_reference():

@@ -20,6 +20,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from sparse_opt.conformance.candidate import check_candidate
 from sparse_opt.conformance.catalogue import scenarios
 from sparse_opt.conformance.hyper import FAMILIES
 from sparse_opt.conformance.vectors import check_vectors, export_vectors, load_vectors, verify_vectors
@@ -33,9 +34,10 @@ def load_candidate(spec: str) -> type:
     obj: object = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    if not isinstance(obj, type) or not hasattr(obj, "family"):
-        raise argparse.ArgumentTypeError(f"{spec} is not a candidate class (it needs a 'family' attribute)")
-    return obj
+    try:
+        return check_candidate(obj)
+    except TypeError as exc:
+        raise argparse.ArgumentTypeError(f"{spec}: {exc}") from exc
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The candidate protocol: what an optimizer implements to be checked, and how it is run.
 
-A candidate is a class with a ``family`` and three methods::
+A candidate is a class (not an instance: every scenario gets a fresh one) with a
+``family`` and three methods::
 
     class MyLazyAdam:
         family = "adam"                  # "adam", "adagrad" or "sgd"
@@ -14,26 +15,38 @@ A candidate is a class with a ``family`` and three methods::
 
 - ``__init__`` may raise ``NotImplementedError`` for hyper-parameters it does not
   support (say ``weight_decay``): the scenario is then *skipped*, with the
-  message as the reason.
+  message as the reason. Any other exception, in ``__init__`` or anywhere else
+  in the candidate, is recorded as that scenario's error.
 - ``table()`` returns the parameters as the model would read them now. A lazy
   optimizer with a catch-up (DENSE_EQUIVALENT) catches up first.
+- Optional ``read(rows)`` returns the parameters of ``rows`` (sorted, unique
+  int64 ids) as the model would read them now, shape ``(len(rows), cols)``.
+  A candidate that has it is run as a training loop: before each step the
+  harness reads the rows that step looks up (nothing on an empty step), and the
+  whole table (``table()``) only after the last step, so a catch-up on read is
+  exercised across the scenario's gaps; the trajectory then holds those reads
+  (the rows read before step ``t + 1`` are the table after step ``t``), and
+  only they are compared. A candidate without ``read`` has its whole table read
+  after every step.
 - Optional ``step_entries(rows, cols, values)`` takes a coordinate-level sparse
   gradient (incomplete rows: each entry once, row-major within a row); without
   it the incomplete-rows scenarios are skipped.
 - Optional ``name`` (default: the class's qualified name) labels the report.
 
+Every call gets its own copy of its inputs (the table, the hyper-parameters,
+the ids and gradients): a candidate that modifies them changes nothing else.
 Gradients arrive in the table's dtype; the hyper-parameters are Python floats.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from sparse_opt.conformance.case import Scenario, frozen
-from sparse_opt.conformance.hyper import Hyper
+from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
 
 @runtime_checkable
@@ -49,6 +62,25 @@ class Candidate(Protocol):
     def table(self) -> np.ndarray: ...
 
 
+def check_candidate(candidate: object) -> type:
+    """``candidate`` when it is a class with a valid ``family``; ``TypeError`` saying what the protocol needs otherwise.
+
+    (A missing method shows when the scenario calls it, as that scenario's error.)
+    """
+    needs = (f"a candidate is a class with a 'family' attribute (one of {', '.join(FAMILIES)}) and methods "
+             "__init__(table, hyper), step(row_ids, row_grads) and table() (see sparse_opt.conformance.candidate)")
+    if not isinstance(candidate, type):
+        kind = type(candidate)
+        hint = (f"; pass the class {kind.__qualname__} itself, not an instance (each scenario builds a fresh one)"
+                if hasattr(kind, "family") else "")
+        raise TypeError(f"{needs}; got {kind.__name__} {candidate!r:.60}{hint}")
+    family = getattr(candidate, "family", None)
+    if family not in FAMILIES:
+        got = "no 'family' attribute" if family is None else f"family = {family!r}"
+        raise TypeError(f"{needs}; {candidate.__qualname__} has {got}")
+    return candidate
+
+
 def candidate_name(candidate: type) -> str:
     """The candidate's ``name``, or its class's qualified name."""
     return str(getattr(candidate, "name", None) or candidate.__qualname__)
@@ -59,8 +91,10 @@ class Run:
     """A candidate's run of one scenario.
 
     Exactly one of: ``trajectory`` (the table after every step, the scenario's
-    dtype), ``skipped`` (why it was not run) or ``error`` (the step and exception
-    it stopped at).
+    dtype), ``skipped`` (why it was not run) or ``error`` (where and with which
+    exception it stopped). ``observed`` (bool, ``(T, rows)``) says which rows of
+    the trajectory were read, for a candidate run as a training loop (``read``);
+    ``None`` means every entry was.
     """
 
     scenario: str
@@ -68,32 +102,50 @@ class Run:
     trajectory: np.ndarray | None = None
     skipped: str = ""
     error: str = ""
+    observed: np.ndarray | None = None
+
+
+def _rows_of(values: object, shape: tuple[int, int], dtype: np.dtype, what: str) -> np.ndarray:
+    """``values`` as an array of ``shape`` in ``dtype``; ``ValueError`` naming ``what`` otherwise."""
+    out = np.array(values, dtype=dtype)
+    if out.shape != shape:
+        raise ValueError(f"{what} has shape {out.shape}, expected {shape}")
+    return out
 
 
 def run(candidate: type, scenario: Scenario) -> Run:
-    """Feed ``scenario`` to a fresh ``candidate`` and record its table after every step."""
+    """Feed ``scenario`` to a fresh ``candidate`` and record its table after every step (module docstring)."""
     name, fingerprint = scenario.name, scenario.fingerprint
+    check_candidate(candidate)
+    dtype, shape, steps = scenario.dtype, scenario.table.shape, scenario.steps
+    where = "__init__"
     try:
-        opt = candidate(np.array(scenario.table), scenario.hyper)
-    except NotImplementedError as exc:
-        return Run(name, fingerprint, skipped=str(exc) or "not supported")
-    if not all(s.complete for s in scenario.steps) and not hasattr(opt, "step_entries"):
-        return Run(name, fingerprint, skipped="takes complete rows only (no step_entries)")
-    dtype = scenario.dtype
-    tables = []
-    for t, step in enumerate(scenario.steps, 1):
-        try:
+        opt = candidate(np.array(scenario.table), replace(scenario.hyper))
+        where = "step 1"
+        if not all(s.complete for s in steps) and not hasattr(opt, "step_entries"):
+            return Run(name, fingerprint, skipped="takes complete rows only (no step_entries)")
+        reads = callable(getattr(opt, "read", None))
+        tables = np.zeros((len(steps),) + shape, dtype=dtype)
+        observed = np.zeros((len(steps), shape[0]), dtype=bool)
+        for t, step in enumerate(steps, 1):
+            where = f"step {t}"
+            looked = np.unique(step.row_ids)
+            if reads and looked.size:
+                got = _rows_of(opt.read(np.array(looked)), (looked.size, shape[1]), dtype, f"read(rows) before step {t}")
+                if t == 1 and not np.array_equal(got, scenario.table[looked]):
+                    raise ValueError("read(rows) before the first step is not the initial table")
+                if t > 1:
+                    tables[t - 2, looked], observed[t - 2, looked] = got, True
             if step.complete:
                 opt.step(np.array(step.row_ids), step.row_grads.astype(dtype))
             else:
                 rows, cols, values = step.entries()
                 opt.step_entries(rows, cols, values.astype(dtype))
-            now = np.array(opt.table(), dtype=dtype)
-            if now.shape != scenario.table.shape:
-                raise ValueError(f"table() has shape {now.shape}, expected {scenario.table.shape}")
-        except NotImplementedError as exc:
-            return Run(name, fingerprint, skipped=f"step {t}: {exc}")
-        except Exception as exc:  # a crash is a finding: report it, do not abort the whole check
-            return Run(name, fingerprint, error=f"step {t}: {type(exc).__name__}: {exc}")
-        tables.append(now)
-    return Run(name, fingerprint, trajectory=frozen(np.stack(tables)))
+            if not reads or t == len(steps):
+                tables[t - 1], observed[t - 1] = _rows_of(opt.table(), shape, dtype, "table()"), True
+    except NotImplementedError as exc:
+        reason = str(exc) or "not supported"
+        return Run(name, fingerprint, skipped=reason if where == "__init__" else f"{where}: {reason}")
+    except Exception as exc:  # a crash is a finding: report it, do not abort the whole check
+        return Run(name, fingerprint, error=f"{where}: {type(exc).__name__}: {exc}")
+    return Run(name, fingerprint, trajectory=frozen(tables), observed=frozen(observed) if reads else None)

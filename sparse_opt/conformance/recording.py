@@ -8,7 +8,8 @@ scenario is reported as stale instead of being compared.
 
 File layout (``np.savez_compressed``, loads with ``allow_pickle=False``): one
 array per run scenario, named after it (the trajectory, ``(T, rows, cols)``),
-and ``meta``, a 0-d string holding JSON: ``candidate``, ``family``, ``claims``
+``<scenario>.observed`` beside it for a training-loop run (bool ``(T, rows)``:
+the rows read, see :mod:`.candidate`), and ``meta``, a 0-d string holding JSON: ``candidate``, ``family``, ``claims``
 (or null), ``versions`` (library versions), ``fingerprints``, ``skipped`` and
 ``errors`` (scenario -> message).
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparse_opt.conformance.candidate import Run, candidate_name, run
+from sparse_opt.conformance.candidate import Run, candidate_name, check_candidate, run
 from sparse_opt.conformance.case import Scenario, frozen
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 
@@ -62,8 +63,9 @@ class Recording:
             "errors": {name: r.error for name, r in self.runs.items() if r.error},
         }
         arrays = {name: r.trajectory for name, r in self.runs.items() if r.trajectory is not None}
-        if "meta" in arrays:
-            raise ValueError("a scenario may not be called 'meta'")
+        if "meta" in arrays or any("." in name for name in arrays):
+            raise ValueError("a scenario may not be called 'meta' or have a '.' in its name")
+        arrays.update({f"{name}.observed": r.observed for name, r in self.runs.items() if r.observed is not None})
         np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
 
     @classmethod
@@ -74,12 +76,14 @@ class Recording:
             runs = {}
             for name, fingerprint in meta["fingerprints"].items():
                 trajectory = frozen(data[name]) if name in data.files else None
+                observed = frozen(data[f"{name}.observed"]) if f"{name}.observed" in data.files else None
                 runs[name] = Run(
                     name,
                     fingerprint,
                     trajectory=trajectory,
                     skipped=meta["skipped"].get(name, ""),
                     error=meta["errors"].get(name, ""),
+                    observed=observed,
                 )
         return cls(meta["candidate"], meta["family"], meta["claims"], runs, meta["versions"])
 
@@ -88,7 +92,7 @@ def record(
     candidate: type, scenarios: Iterable[Scenario] | None = None, versions: dict[str, str] | None = None
 ) -> Recording:
     """Run ``candidate`` through ``scenarios`` (default: its family's catalogue) and keep every run."""
-    family = candidate.family
+    family = check_candidate(candidate).family
     chosen = tuple(catalogue(family) if scenarios is None else scenarios)
     runs = {s.name: run(candidate, s) for s in chosen}
     return Recording(candidate_name(candidate), family, getattr(candidate, "claims", None), runs, dict(versions or {}))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from sparse_opt._arrays import as_index_array
+from sparse_opt.conformance.candidate import check_candidate
 from sparse_opt.conformance.case import DTYPES, Scenario, Step, frozen
 from sparse_opt.conformance.catalogue import SCENARIOS
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
@@ -186,7 +187,8 @@ def load_vectors(directory: str | Path) -> list[Vector]:
 
 def check_vectors(directory: str | Path, candidate: type, *, claims: str | None = None) -> Report:
     """Run ``candidate`` through the vectors of its family in ``directory`` and judge it against their trajectories."""
-    vectors = [v for v in load_vectors(directory) if v.scenario.family == candidate.family]
+    family = check_candidate(candidate).family
+    vectors = [v for v in load_vectors(directory) if v.scenario.family == family]
     titles: dict[str, str] = {}
     for v in vectors:
         titles.update(v.titles)

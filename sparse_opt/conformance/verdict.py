@@ -6,7 +6,15 @@ when it is within tolerance in every run scenario it applies to; those are the
 verdict, most scenarios first. The first divergence is measured from the
 claimed reference (the candidate's ``claims`` attribute, or the ``claims``
 argument), or, with no claim and no full match, from the closest reference: the
-first scenario (catalogue order), step, row and column out of tolerance.
+first scenario (catalogue order), step, row and column out of tolerance. With no
+full match the report also names the closest reference and where the candidate
+first leaves it, claim or not.
+
+A report is ``ok`` only when every scenario that tells its semantics (the claim,
+or the verdict) apart from another reference of the family ran: a candidate that
+skips one (``NotImplementedError``, no ``step_entries``) is not judged on it, so
+its verdict is not conclusive; those scenarios are named in the report's first
+line.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from sparse_opt.conformance.candidate import check_candidate
 from sparse_opt.conformance.case import Scenario
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 from sparse_opt.conformance.recording import Recording, record
@@ -53,7 +62,7 @@ def check(
     >>> report.semantics, report.divergence
     ('lazy', None)
     """
-    family = candidate.family
+    family = candidate.family if isinstance(candidate, Recording) else check_candidate(candidate).family
     chosen = tuple(catalogue(family) if scenarios is None else scenarios)  # once: a generator is read here only
     recording = candidate if isinstance(candidate, Recording) else record(candidate, chosen)
     refs = references(recording.family)
@@ -88,22 +97,39 @@ def judge(
     divergence = None
     if target is not None:
         divergence = _first_divergence(recording, scenarios, expectations, target)
+    separation = divergence
+    if not verdict and closest is not None and closest != target:
+        separation = _first_divergence(recording, scenarios, expectations, closest)
+    semantics = claims or (verdict[0] if verdict else None)
+    unrun = ()
+    if semantics is not None:
+        unrun = tuple(r.scenario for r in results if not r.ran and _tells_apart(expectations[r.scenario], semantics))
     return Report(
-        recording.candidate, recording.family, claims, tuple(results), dict(titles), tally, verdict, closest, divergence
+        recording.candidate, recording.family, claims, tuple(results), dict(titles), tally, verdict, closest,
+        divergence, None if verdict else separation, unrun,
+    )
+
+
+def _tells_apart(expected_by_ref: Mapping[str, Expected], ref: str) -> bool:
+    """Whether ``ref`` applies to the scenario and some other reference's trajectory leaves its tolerance there."""
+    mine = expected_by_ref.get(ref)
+    return mine is not None and any(
+        not mine.deviation(other.trajectory).matched for name, other in expected_by_ref.items() if name != ref
     )
 
 
 def _result(recording: Recording, scenario: Scenario, expected_by_ref: Mapping[str, Expected]) -> ScenarioResult:
     run = recording.runs.get(scenario.name)
     if run is None:
-        return ScenarioResult(scenario.name, scenario.point, {}, skipped="not in the recording")
+        return ScenarioResult(scenario.name, scenario.point, {}, skipped="not in the recording", dtype=scenario.dtype.name)
     if run.fingerprint != scenario.fingerprint:
         stale = "the recording is stale (the scenario's definition changed): regenerate it"
-        return ScenarioResult(scenario.name, scenario.point, {}, error=stale)
+        return ScenarioResult(scenario.name, scenario.point, {}, error=stale, dtype=scenario.dtype.name)
     if run.trajectory is None:
-        return ScenarioResult(scenario.name, scenario.point, {}, skipped=run.skipped, error=run.error)
-    devs = {ref: e.deviation(run.trajectory) for ref, e in expected_by_ref.items()}
-    return ScenarioResult(scenario.name, scenario.point, devs)
+        return ScenarioResult(scenario.name, scenario.point, {}, skipped=run.skipped, error=run.error,
+                              dtype=scenario.dtype.name)
+    devs = {ref: e.deviation(run.trajectory, run.observed) for ref, e in expected_by_ref.items()}
+    return ScenarioResult(scenario.name, scenario.point, devs, dtype=scenario.dtype.name)
 
 
 def _nearest(results: list[ScenarioResult], tally: Mapping[str, tuple[int, int]]) -> str | None:
@@ -128,7 +154,7 @@ def _first_divergence(
         e = expectations[s.name].get(target)
         if run is None or run.trajectory is None or e is None or run.fingerprint != s.fingerprint:
             continue
-        where = e.first_violation(run.trajectory)
+        where = e.first_violation(run.trajectory, run.observed)
         if where is not None:
             t, row, col = where
             tol = float(e.tolerance()[t - 1, row, col])

@@ -163,4 +163,4 @@ def expected(scenario: Scenario, ref: Reference) -> Expected:
         diff = np.abs(rounded - exact)
     noise = float(diff[np.isfinite(diff)].max(initial=0.0))
     dtype = scenario.dtype.name
-    return Expected(ref.name, frozen(exact), dtype, floor_of(scenario.table), SAFETY * noise_in(dtype, noise))
+    return Expected(ref.name, frozen(exact), dtype, floor_of(scenario.table), SAFETY[dtype] * noise_in(dtype, noise))
