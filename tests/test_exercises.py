@@ -409,7 +409,7 @@ PLANTED: dict[str, list[tuple[str, str]]] = {
              opt.catch_up(ids)
              rows = table[ids]
              opt.step(so.CsrGradient.from_rows(ids, rows - targets, table.shape[0]))
-         """, "train_step should return the loss (a float), got NoneType at step 1"),
+         """, "train_step should return the loss (a float), got None at step 1"),
     ],
     "factored_second_moment": [
         ("""
@@ -630,7 +630,7 @@ PLANTED: dict[str, list[tuple[str, str]]] = {
         ("""
          def which_eps_placement(p0, g, p1, lr, beta1, beta2, eps):
              return 0
-         """, "placement: expected 'sqrt(v_hat) + eps', got 0"),
+         """, "placement should be a str, got an int"),
     ],
 }
 

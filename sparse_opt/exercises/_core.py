@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from sparse_opt.exercises._compare import Mismatch, Output, compare
-from sparse_opt.exercises._format import describe_type, format_lines, named_lines
+from sparse_opt.exercises._format import DIGITS, describe_type, format_lines, named_lines, plain
 
 
 class Text(str):
@@ -187,6 +187,9 @@ class CheckResult:
     sections : tuple of str
         What the report shows of the case: ``"inputs"``, ``"expected"`` (when the
         output is in question) and ``"got"`` (when the function returned one).
+    digits : int
+        Significant digits of the floats in ``expected`` and ``got``: six, or
+        as many as it takes to show the first differing numbers differently.
     """
 
     exercise: str
@@ -200,6 +203,7 @@ class CheckResult:
     detail: str | None = None
     outputs: tuple[str, ...] = ()
     sections: tuple[str, ...] = ()
+    digits: int = DIGITS
 
     def report(self) -> str:
         """The readable report: verdict, then the failing case's inputs, expected and observed outputs."""
@@ -222,10 +226,14 @@ class CheckResult:
 
     def _output_lines(self, value: Any) -> list[str]:
         if len(self.outputs) == 1:
-            return named_lines(self.outputs[0], value, "    ")
-        if isinstance(value, (tuple, list)) and len(value) == len(self.outputs):
-            return [line for name, v in zip(self.outputs, value, strict=True) for line in named_lines(name, v, "    ")]
-        return ["    " + line for line in format_lines(value)]
+            return named_lines(self.outputs[0], value, "    ", self.digits)
+        items = plain(value)
+        if type(items) in (tuple, list) and len(items) == len(self.outputs):
+            return [
+                line for name, v in zip(self.outputs, items, strict=True)
+                for line in named_lines(name, v, "    ", self.digits)
+            ]
+        return ["    " + line for line in format_lines(value, self.digits)]
 
     def __str__(self) -> str:
         return self.report()
@@ -429,7 +437,7 @@ class Exercise:
         names = tuple(o.name for o in self.outputs)
         if mismatch is not None and mismatch.step is not None and len(names) == 1:  # only the step that differs
             step = mismatch.step
-            expected, got = np.asarray(expected)[step], np.asarray(got)[step]
+            expected, got = np.asarray(expected)[step], plain(got)[step]
             names = (f"{names[0]} after step {step + 1}",)
         if mismatch is not None:
             sections: tuple[str, ...] = ("inputs", "expected", "got")
@@ -437,7 +445,7 @@ class Exercise:
             sections = ("inputs", "expected") if outcome is None else ("inputs",)
         return CheckResult(
             self.name, False, message, case=case.name, inputs=case.inputs, expected=expected, got=got,
-            detail=detail, outputs=names, sections=sections,
+            detail=detail, outputs=names, sections=sections, digits=DIGITS if mismatch is None else mismatch.digits,
         )
 
     def _known_mistake(self, fn: Any, case: Case, outcome: Outcome, expected: Any) -> str | None:
@@ -462,8 +470,10 @@ class Exercise:
                 if all(outputs[o.name] is not _RAISED and self._behaves_like(d, o, outputs[o.name]) for o in self.cases)
             )
             return next(everywhere, matching[0]).message
+        if len(self.outputs) > 1:  # expected is a tuple of outputs, of different shapes: no single array to negate
+            return None
         want = np.asarray(expected)
-        if len(self.outputs) == 1 and want.dtype.kind == "f" and self._differs(-want, got, False) is None:
+        if want.dtype.kind == "f" and self._differs(-want, got, False) is None:
             return f"the sign is flipped: {self.name} returns the negative of the expected result"
         return None
 

@@ -3,9 +3,14 @@
 The notebooks' outputs are compared by nbval, so a report must print the same
 characters on every machine, whatever numpy's print options are: floats are
 written here with Python's own formatting at a fixed number of significant
-digits (six in listings, twelve where two close numbers are set side by side),
+digits (six in listings, twelve where two close numbers are set side by side;
+more, up to 17, where two different numbers need them to look different),
 long axes are shortened the same way every time, and no ``repr`` that could
 carry a memory address is used for arrays.
+
+A learner's value is shown as what it holds (:func:`plain`), never through the
+methods it defines: a subclass of ``float`` or ``ndarray`` cannot make the
+report print numbers it does not hold.
 """
 
 from __future__ import annotations
@@ -37,6 +42,42 @@ def format_float(x: float | np.floating[Any], digits: int = DIGITS) -> str:
     return f"{x:.{digits}g}"
 
 
+def plain(value: Any) -> Any:
+    """What ``value`` holds, read without calling any method it defines.
+
+    An instance of a subclass of ``ndarray``, of a numpy scalar type, of
+    ``int``, ``float`` or ``str`` (which may override ``__eq__``, ``__float__``,
+    ``__getitem__``, ...) becomes a base-class ``ndarray`` (a copy), numpy
+    scalar, ``int``, ``float`` or ``str`` of the same contents; a tuple or list
+    becomes a plain tuple or list of its items (the items themselves unchanged).
+    Anything else is returned as it is. Types are read with ``type()``, which an
+    object cannot fake (``isinstance`` believes a ``__class__`` attribute).
+    """
+    kind = type(value)
+    if issubclass(kind, np.ndarray):
+        return np.array(np.ndarray.view(value, np.ndarray))
+    if issubclass(kind, str):  # before np.generic: np.str_ is both
+        return str.__str__(value)
+    if issubclass(kind, np.generic):
+        return np.asarray(value)[()]  # numpy converts its own scalars from their data, not their methods
+    if kind is bool:
+        return value
+    if issubclass(kind, int):
+        return int.__int__(value)
+    if issubclass(kind, float):
+        return float.__float__(value)
+    if issubclass(kind, tuple):
+        return tuple(tuple.__iter__(value))
+    if issubclass(kind, list):
+        return list(list.__iter__(value))
+    return value
+
+
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a plain Python or numpy scalar (bool, int, float, or a numpy scalar)."""
+    return type(value) in (bool, int, float) or issubclass(type(value), np.generic)
+
+
 def format_scalar(x: Any, digits: int = DIGITS) -> str:
     """A number (Python or numpy) as text: integers exactly, floats at ``digits`` digits."""
     if isinstance(x, (bool, np.bool_)):
@@ -55,19 +96,19 @@ def _items(n: int) -> list[int | None]:
     return [*range(_HEAD), None, *range(n - _TAIL, n)]
 
 
-def _array_lines(a: np.ndarray) -> list[str]:
+def _array_lines(a: np.ndarray, digits: int) -> list[str]:
     """Nested-list text of ``a``, one line per innermost row."""
     if a.ndim == 0:
-        return [format_scalar(a[()])]
+        return [format_scalar(a[()], digits)]
     if a.ndim == 1:
-        parts = ["..." if i is None else format_scalar(a[i]) for i in _items(a.shape[0])]
+        parts = ["..." if i is None else format_scalar(a[i], digits) for i in _items(a.shape[0])]
         return ["[" + ", ".join(parts) + "]"]
     if a.size == 0:
         return [f"[]  (shape {a.shape})"]
     lines: list[str] = []
     items = _items(a.shape[0])
     for k, i in enumerate(items):
-        sub = [" " * (a.ndim - 1) + "..."] if i is None else _array_lines(a[i])
+        sub = [" " * (a.ndim - 1) + "..."] if i is None else _array_lines(a[i], digits)
         last = k == len(items) - 1
         for j, line in enumerate(sub):
             tail = "," if (j == len(sub) - 1 and not last) else ""
@@ -77,51 +118,57 @@ def _array_lines(a: np.ndarray) -> list[str]:
     return lines
 
 
-def format_lines(value: Any) -> list[str]:
+def format_lines(value: Any, digits: int = DIGITS) -> list[str]:
     """``value`` as one or more lines of text (arrays as nested lists, with a non-default dtype named).
+
+    Floats have ``digits`` significant digits.
 
     Never raises: a value that cannot be shown (its ``repr`` fails) is named by its type.
     """
     try:
-        return _lines(value)
+        return _lines(value, digits)
     except Exception:
         return [f"<{type(value).__name__} object>"]
 
 
-def _lines(value: Any) -> list[str]:
-    if value is None or isinstance(value, (str, bool, int, float, np.generic)):
-        return [repr(value) if isinstance(value, str) or value is None else format_scalar(value)]
-    if isinstance(value, np.ndarray):
-        lines = _array_lines(value)
+def _lines(value: Any, digits: int) -> list[str]:
+    original, value = value, plain(value)
+    if value is None or type(value) is str:
+        return [repr(value)]
+    if is_number(value):
+        return [format_scalar(value, digits)]
+    if type(value) is np.ndarray:
+        lines = _array_lines(value, digits)
         if value.dtype not in _PLAIN_DTYPES:
             lines[-1] += f"  (dtype {value.dtype})"
         return lines
-    if isinstance(value, (tuple, list)):
-        if all(isinstance(v, (int, float, np.generic)) for v in value):
-            text = ", ".join(format_scalar(v) for v in value)
-            if isinstance(value, list):
+    if type(value) in (tuple, list):
+        items = [plain(v) for v in value]
+        if all(is_number(v) for v in items):
+            text = ", ".join(format_scalar(v, digits) for v in items)
+            if type(value) is list:
                 return [f"[{text}]"]
-            return [f"({text},)" if len(value) == 1 else f"({text})"]
+            return [f"({text},)" if len(items) == 1 else f"({text})"]
         lines = []
         for i, v in enumerate(value):
-            sub = format_lines(v)
+            sub = format_lines(v, digits)
             lines.append(f"{i}: {sub[0]}")
             lines.extend("   " + line for line in sub[1:])
         return lines or ["[]"]
-    if isinstance(value, Mapping):
-        if all(isinstance(v, (str, bool, int, float, np.generic)) for v in value.values()):
-            return ["{" + ", ".join(f"{k!r}: {format_lines(v)[0]}" for k, v in value.items()) + "}"]
+    if issubclass(type(value), Mapping):
+        if all(type(v) is str or is_number(v) for v in value.values()):
+            return ["{" + ", ".join(f"{k!r}: {format_lines(v, digits)[0]}" for k, v in value.items()) + "}"]
         lines = []
         for k, v in value.items():
             if isinstance(v, Mapping):
-                lines += [f"{k}:", *("  " + line for line in format_lines(v))]
+                lines += [f"{k}:", *("  " + line for line in format_lines(v, digits))]
             else:
-                lines += named_lines(str(k), v, "")
+                lines += named_lines(str(k), v, "", digits)
         return lines
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = ", ".join(f"{f.name}={_field_text(getattr(value, f.name))}" for f in dataclasses.fields(value))
         return [f"{type(value).__name__}({fields})"]
-    return [f"<{type(value).__name__} object>"]
+    return [f"<{type(original).__name__} object>"]
 
 
 def _field_text(value: Any) -> str:
@@ -132,21 +179,33 @@ def _field_text(value: Any) -> str:
     return " ".join(format_lines(value))
 
 
-def named_lines(name: str, value: Any, indent: str) -> list[str]:
-    """``name = value`` with continuation lines aligned under the value."""
-    lines = format_lines(value)
+def named_lines(name: str, value: Any, indent: str, digits: int = DIGITS) -> list[str]:
+    """``name = value`` with continuation lines aligned under the value (floats at ``digits`` digits)."""
+    lines = format_lines(value, digits)
     pad = indent + " " * (len(name) + 3)
-    if len(lines) > 1 and not isinstance(value, np.ndarray):
+    if len(lines) > 1 and not issubclass(type(value), np.ndarray):
         return [f"{indent}{name} =", *(indent + "  " + line for line in lines)]
     return [f"{indent}{name} = {lines[0]}", *(pad + line for line in lines[1:])]
 
 
 def describe_type(value: Any) -> str:
-    """A short phrase for what a value is (for 'got a list of 3 items' messages)."""
+    """A short phrase for what a value is (for 'got a list of 3 items' messages); never raises."""
     if value is None:
         return "None"
-    if isinstance(value, np.ndarray):
-        return f"an array of shape {value.shape}"
-    if isinstance(value, (tuple, list)):
-        return f"a {type(value).__name__} of {len(value)} item{'s' if len(value) != 1 else ''}"
-    return f"a {type(value).__name__}"
+    try:
+        held = plain(value)
+    except Exception:  # a subclass whose data cannot be read: name it by its type alone
+        held = None
+    name = type(value).__name__
+    if type(held) is np.ndarray:
+        kind = "an array" if type(value) is np.ndarray else f"{_article(name)} {name} (an ndarray subclass)"
+        return f"{kind} of shape {held.shape}"
+    if type(held) in (tuple, list):
+        count = len(held)
+        return f"{_article(name)} {name} of {count} item{'s' if count != 1 else ''}"
+    return f"{_article(name)} {name}"
+
+
+def _article(word: str) -> str:
+    """'a' or 'an' before ``word`` (by its first letter)."""
+    return "an" if word.lstrip("_")[:1].lower() in tuple("aeiou") else "a"

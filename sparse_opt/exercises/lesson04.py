@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from sparse_opt.csr import CsrGradient
-from sparse_opt.exercises._compare import Output
+from sparse_opt.exercises._compare import Output, as_numbers
 from sparse_opt.exercises._core import AnswerError, Case, Diagnosis, Exercise, LearnerError, Outcome, source, unchanged
+from sparse_opt.exercises._format import describe_type
 from sparse_opt.modes import LazyMode
 from sparse_opt.sparse_adam import SparseAdamConfig, SparseAdamTable
 
@@ -175,13 +176,12 @@ def _train_step_reference(table: np.ndarray, opt: SparseAdamTable, ids: np.ndarr
     return loss
 
 
-def _as_loss(value: Any, step: int) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise AnswerError(
-            f"train_step should return the loss (a float), got {type(value).__name__} at step {step}"
-        ) from None
+def _as_loss(value: Any, step: int) -> np.ndarray:
+    """The loss ``train_step`` returned, as a 0-d array of its dtype (an integer one as float64)."""
+    loss = as_numbers(value)
+    if loss is None or loss.ndim or loss.dtype.kind == "b":
+        raise AnswerError(f"train_step should return the loss (a float), got {describe_type(value)} at step {step}")
+    return loss.astype(np.float64) if loss.dtype.kind in "iu" else loss
 
 
 def _run_training(fn: Callable[..., Any], inputs: Mapping[str, Any]) -> Outcome:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from sparse_opt.csr import CsrGradient
-from sparse_opt.exercises._compare import Output
+from sparse_opt.exercises._compare import Output, as_numbers
 from sparse_opt.exercises._core import AnswerError, Case, Diagnosis, Exercise, LearnerError, Outcome, source
+from sparse_opt.exercises._format import describe_type
 from sparse_opt.sparse_adam import SparseAdamConfig, SparseAdamTable
 
 # ---------------------------------------------------------------- LazyAdam
@@ -92,12 +93,11 @@ def _as_table(snapshot: Any, shape: tuple[int, ...], step: int) -> np.ndarray:
     """The candidate's table after ``step``, or an AnswerError saying what is wrong with it."""
     if snapshot is None:
         raise AnswerError(f"LazyAdam.table() returned None after step {step}: return the current table")
-    try:
-        table = np.array(snapshot, dtype=np.float64)
-    except (TypeError, ValueError):
+    table = as_numbers(snapshot)
+    if table is None or not issubclass(type(snapshot), np.ndarray):
         raise AnswerError(
-            f"LazyAdam.table() returned {type(snapshot).__name__} after step {step}, not an array of numbers"
-        ) from None
+            f"LazyAdam.table() returned {describe_type(snapshot)} after step {step}, not a numpy array of numbers"
+        )
     if table.shape != shape:
         raise AnswerError(f"LazyAdam.table() has shape {table.shape} after step {step}, expected {shape}")
     return table
