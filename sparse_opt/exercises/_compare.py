@@ -104,10 +104,7 @@ def as_numbers(value: Any) -> np.ndarray | None:
     if type(held) is np.ndarray:
         numbers = held
     elif is_number(held):
-        try:
-            numbers = np.asarray(held)
-        except OverflowError:  # an int beyond 64 bits
-            return None
+        numbers = np.asarray(held)  # an int beyond 64 bits becomes an object array: not numbers
     else:
         return None
     return numbers if numbers.dtype.kind in "biuf" else None
