@@ -20,6 +20,7 @@ from sparse_opt.csr import CsrGradient
 from sparse_opt.dense_adam import DenseAdam
 from sparse_opt.egdd import EGDD
 from sparse_opt.modes import LazyAdamMode, LazyMode
+from sparse_opt import schedules
 from sparse_opt.sparse_adagrad import SparseAdagrad, SparseAdagradConfig, SparseAdagradTable
 from sparse_opt.sparse_adam import SparseAdam, SparseAdamConfig, SparseAdamTable
 from sparse_opt.sparse_sgd import SparseSgd, SparseSgdConfig, SparseSgdTable
