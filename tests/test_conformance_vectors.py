@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_load_vectors_names_a_malformed_field(vectors, tmp_path):
         ("schema", "sparse_opt.conformance.vectors/0", "schema is"),
         ("hyper", {"lr": 0.1}, "hyper must have exactly"),
         ("family", "lamb", "family 'lamb'"),
-        ("expected", [dict(good["expected"][0], trajectory=[[[1.0]]])], "trajectory has shape"),
+        ("expected", [dict(good["expected"][0], trajectory=[[[1.0]]])], "expected[0].trajectory has 1 steps, expected 8"),
     ]
     for key, value, message in cases:
         (tmp_path / "sgd_gap.json").write_text(json.dumps(dict(good, **{key: value})))
@@ -142,3 +143,138 @@ def test_cli_export_and_check_vectors(tmp_path, capsys):
 def test_cli_help_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "sparse_opt.conformance", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "export" in out.stdout and "check-vectors" in out.stdout
+
+
+# --------------------------------------------------------------------------- a corpus of malformed files
+
+
+def _edit(path: str, value: object):
+    """A corpus edit: set the field at ``path`` (dotted; integers index lists) of a good sgd_gap.json."""
+    def apply(doc: dict) -> dict:
+        *parents, last = [int(k) if k.isdigit() else k for k in path.split(".")]
+        obj = doc
+        for key in parents:
+            obj = obj[key]
+        if value is _DELETE:
+            del obj[last]
+        else:
+            obj[last] = value
+        return doc
+    return apply
+
+
+_DELETE = object()
+_HUGE = 10**400
+# sgd_gap: a 4 x 3 float64 table, 8 steps, step 1 looks up rows [0, 2]; three references
+MALFORMED = {
+    "ulps NaN": (_edit("expected.0.tolerance.ulps", math.nan), "expected[0].tolerance.ulps = nan must be finite"),
+    "ulps inf": (_edit("expected.1.tolerance.ulps", math.inf), "expected[1].tolerance.ulps = inf must be finite"),
+    "atol negative": (_edit("expected.0.tolerance.atol", -1e-9), "expected[0].tolerance.atol = -1e-09 must be >= 0"),
+    "floor a string": (_edit("expected.0.tolerance.floor", "0.1"), "expected[0].tolerance.floor must be a number, got str"),
+    "tolerance extra": (_edit("expected.0.tolerance.rtol", 0.1), "expected[0].tolerance: unknown field 'rtol'"),
+    "table empty": (_edit("table", []), "table must have at least one row and one column, got shape (0, 0)"),
+    "table of empty rows": (_edit("table", [[], [], [], []]), "table must have at least one row and one column"),
+    "table 400 digits": (_edit("table.1.2", _HUGE), "table[1][2] = an integer of 401 digits is too large for a float"),
+    "table NaN": (_edit("table.0.0", math.nan), "table[0][0] = nan must be finite"),
+    "table too deep": (_edit("table.0.0", [[1.0]]), "table[0][0] must be a number, got list"),
+    "table ragged": (_edit("table.3", [1.0]), "table[3] has 1 entries, expected 3"),
+    "table not a list": (_edit("table", {"0": [1.0]}), "table must be a list of rows, got dict"),
+    "row_ids -1": (_edit("steps.0.row_ids", [-1, 2]), "steps[0].row_ids[0] = -1 is out of range [0, rows = 4)"),
+    "row_ids too big": (_edit("steps.0.row_ids", [0, 4]), "steps[0].row_ids[1] = 4 is out of range [0, rows = 4)"),
+    "row_ids 400 digits": (_edit("steps.0.row_ids", [0, _HUGE]),
+                           "steps[0].row_ids[1] = an integer of 401 digits is out of range [0, rows = 4)"),
+    "row_ids bool": (_edit("steps.0.row_ids", [True, 2]), "steps[0].row_ids must be an integer array, got dtype bool"),
+    "row_ids not a list": (_edit("steps.0.row_ids", 0), "steps[0].row_ids must be a list of row ids, got int"),
+    "row_grads short": (_edit("steps.0.row_grads", [[0.5, 0.5, 0.5]]), "steps[0].row_grads has 1 rows, expected 2"),
+    "row_grads short row": (_edit("steps.0.row_grads.1", [0.5, 0.5]), "steps[0].row_grads[1] has 2 entries, expected 3"),
+    "row_grads inf": (_edit("steps.2.row_grads.0.1", -math.inf), "steps[2].row_grads[0][1] = -inf must be finite"),
+    "mask of numbers": (_edit("steps.0.mask", [[1, 1, 1], [1, 0, 1]]), "steps[0].mask[0][0] must be a bool, got int"),
+    "mask short": (_edit("steps.0.mask", [[True, True, True]]), "steps[0].mask has 1 rows, expected 2"),
+    "step missing mask": (_edit("steps.0.mask", _DELETE), "steps[0]: missing field 'mask'"),
+    "step not an object": (_edit("steps.1", [0]), "steps[1] must be an object, got list"),
+    "steps empty": (_edit("steps", []), "steps must list at least one step"),
+    "trajectory short": (_edit("expected.0.trajectory", []), "expected[0].trajectory has 0 steps, expected 8"),
+    "trajectory state short": (_edit("expected.2.trajectory.7", [[1.0, 1.0, 1.0]]),
+                               "expected[2].trajectory[7] has 1 rows, expected 4"),
+    "trajectory NaN": (_edit("expected.0.trajectory.3.1.0", math.nan), "expected[0].trajectory[3][1][0] = nan must be finite"),
+    "expected empty": (_edit("expected", []), "expected must list at least one reference"),
+    "modelled not bool": (_edit("expected.0.modelled", "no"), "expected[0].modelled must be a bool, got str"),
+    "reference empty": (_edit("expected.0.reference", ""), "expected[0].reference '' is empty or repeated"),
+    "hyper lr NaN": (_edit("hyper.lr", math.nan), "hyper.lr = nan must be finite"),
+    "hyper lr 400 digits": (_edit("hyper.lr", _HUGE), "hyper.lr = an integer of 401 digits is too large for a float"),
+    "hyper maximize 0": (_edit("hyper.maximize", 0), "hyper.maximize must be a bool, got int"),
+    "hyper extra": (_edit("hyper.nesterov", True), "hyper must have exactly the fields"),
+    "name mismatch": (_edit("name", "sgd_other"), "name is 'sgd_other', but the file (and index.json) say 'sgd_gap'"),
+    "unknown field": (_edit("comment", "hi"), "unknown field 'comment'"),
+    "dtype unknown": (_edit("dtype", "float16"), "dtype 'float16' unknown"),
+    "point not a string": (_edit("point", None), "point must be a str, got null"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED), ids=sorted(MALFORMED))
+def test_a_malformed_file_is_a_value_error_naming_the_file_and_the_field(vectors, tmp_path, case):
+    """Failed before: NaN or inf tolerances were accepted; the rest crashed (IndexError, OverflowError, reshape)."""
+    edit, message = MALFORMED[case]
+    doc = edit(json.loads((vectors / "sgd_gap.json").read_text()))
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": ["sgd_gap"]}))
+    (tmp_path / "sgd_gap.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="^" + re.escape("sgd_gap.json: ") + ".*" + re.escape(message)):
+        load_vectors(tmp_path)
+
+
+def test_a_float32_scenario_cannot_hold_what_overflows_float32(vectors, tmp_path):
+    doc = json.loads((vectors / "sgd_float32.json").read_text())
+    doc["table"][0][1] = 1e300
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": ["sgd_float32"]}))
+    (tmp_path / "sgd_float32.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=re.escape("sgd_float32.json: table[0][1] = 1e+300 overflows float32")):
+        load_vectors(tmp_path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("{", "not valid JSON"),
+    ("[1, 2]", "must be an object, got list"),
+    ('{"schema": "sparse_opt.conformance.vectors/1", "name": NaN}', "missing field"),
+], ids=["deep nesting", "truncated", "a list", "incomplete"])
+def test_unparseable_scenario_files(tmp_path, text, message):
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": ["sgd_gap"]}))
+    (tmp_path / "sgd_gap.json").write_text(text)
+    with pytest.raises(ValueError, match="^" + re.escape("sgd_gap.json") + ".*" + re.escape(message)):
+        load_vectors(tmp_path)
+
+
+@pytest.mark.parametrize(("scenarios_field", "message"), [
+    (["../x"], "scenarios[0] = '../x' is not a scenario name"),
+    (["sgd_gap", "sub/sgd_gap"], "scenarios[1] = 'sub/sgd_gap' is not a scenario name"),
+    (["/etc/passwd"], "scenarios[0] = '/etc/passwd' is not a scenario name"),
+    ([""], "scenarios[0] = '' is not a scenario name"),
+    ([3], "scenarios[0] = 3 is not a scenario name"),
+    (["sgd_gap", "sgd_gap"], "scenarios[1] = 'sgd_gap' is listed twice"),
+    (["sgd_nope"], "sgd_nope.json: no such file"),
+    ("sgd_gap", "scenarios must be a list, got str"),
+], ids=["dot-dot", "subdirectory", "absolute", "empty", "number", "twice", "missing file", "not a list"])
+def test_index_names_stay_inside_the_directory(vectors, tmp_path, scenarios_field, message):
+    """Failed before: '../x' read <parent>/x.json, outside the vectors' directory."""
+    inside = tmp_path / "vectors"
+    inside.mkdir()
+    good = (vectors / "sgd_gap.json").read_text()
+    (inside / "sgd_gap.json").write_text(good)
+    (tmp_path / "x.json").write_text(good.replace('"name": "sgd_gap"', '"name": "x"'))
+    (inside / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": scenarios_field}))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_vectors(inside)
+
+
+def test_check_vectors_command_refuses_a_nan_tolerance_instead_of_accepting_garbage(tmp_path, capsys):
+    """Failed before: ulps NaN made every comparison NaN, never > 1: 'all expected trajectories reproduce'."""
+    export_vectors(tmp_path, scenarios("sgd")[:1])
+    path = tmp_path / "sgd_gap.json"
+    doc = json.loads(path.read_text())
+    doc["expected"][0]["tolerance"]["ulps"] = math.nan
+    doc["expected"][0]["trajectory"][3][1][0] += 1.0  # garbage
+    path.write_text(json.dumps(doc))
+    assert main(["check-vectors", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "reproduce" not in captured.out
+    assert captured.err.strip() == "error: sgd_gap.json: expected[0].tolerance.ulps = nan must be finite"

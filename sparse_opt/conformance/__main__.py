@@ -9,8 +9,8 @@
 in ``DIR`` with this package's references (exit status 1 on a disagreement);
 with one, it runs that candidate (a class following the candidate protocol)
 through the vectors of its family and prints the report (exit status 1 unless
-the candidate matches its claimed semantics, or some semantics when it claims
-none, without errors).
+the report is ``ok``). A malformed vector file is named, with its field, on
+stderr (exit status 2).
 """
 
 from __future__ import annotations
@@ -65,8 +65,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (2 for a malformed vector file, named on stderr)."""
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ValueError as exc:
+        if args.command != "check-vectors":
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "export":
         written = export_vectors(args.directory, scenarios(args.family))
         print(f"wrote {len(written)} scenario files and index.json to {args.directory}")

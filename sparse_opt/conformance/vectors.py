@@ -22,14 +22,15 @@ reads back bit for bit.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sparse_opt._arrays import as_index_array
 from sparse_opt.conformance.candidate import check_candidate
 from sparse_opt.conformance.case import DTYPES, Scenario, Step, frozen
 from sparse_opt.conformance.catalogue import SCENARIOS
@@ -104,85 +105,197 @@ def export_vectors(directory: str | Path, scenarios: Iterable[Scenario] | None =
     return written
 
 
-#: A JSON number (``bool`` is refused: it is an ``int`` to Python, not a number to JSON).
-_NUMBER = (int, float)
+#: A scenario name: also its file's stem, so it can only name a file inside the vectors' directory.
+_NAME = re.compile(r"[a-z0-9_]+")
+_TOP = ("schema", "name", "family", "point", "dtype", "hyper", "table", "steps", "expected")
+_STEP = ("row_ids", "row_grads", "mask")
+_ENTRY = ("reference", "title", "modelled", "tolerance", "trajectory")
+_TOLERANCE = ("ulps", "floor", "atol")
 
 
-def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """``obj[key]``, checked to exist and to be of ``kind``; ``ValueError`` naming the field otherwise."""
-    if not isinstance(obj, dict) or key not in obj:
-        raise ValueError(f"{where}: missing field {key!r}")
-    value = obj[key]
-    if not isinstance(value, kind) or (kind == _NUMBER and isinstance(value, bool)):
-        raise ValueError(f"{where}: field {key!r} has type {type(value).__name__}")
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, with a huge integer shown by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _fields(obj: Any, keys: Sequence[str], where: str) -> dict[str, Any]:
+    """``obj``, checked to be an object with exactly ``keys``; ``ValueError`` naming the field otherwise."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where} must be an object, got {_kind(obj)}")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise ValueError(f"{where}: missing field {missing[0]!r}")
+    extra = [k for k in obj if k not in keys]
+    if extra:
+        raise ValueError(f"{where}: unknown field {extra[0]!r} (the fields are {', '.join(keys)})")
+    return obj
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{where} must be a {kind.__name__}, got {_kind(value)}")
     return value
 
 
-def _array(value: Any, dtype: type, ndim: int, where: str) -> np.ndarray:
+def _number(value: Any, where: str, *, minimum: float | None = None) -> float:
+    """A finite JSON number (an integer too; not a bool), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} must be a number, got {_kind(value)}")
     try:
-        a = np.array(value, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: not a rectangular array of {dtype.__name__}") from exc
-    if a.ndim != ndim and not (a.size == 0 and ndim > 1):
-        raise ValueError(f"{where}: expected {ndim} dimensions, got {a.ndim}")
-    return a
+        x = float(value)
+    except OverflowError:
+        raise ValueError(f"{where} = {_short(value)} is too large for a float") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{where} = {x!r} must be finite")
+    if minimum is not None and x < minimum:
+        raise ValueError(f"{where} = {x!r} must be >= {minimum:g}")
+    return x
 
 
-def _ids(value: Any, where: str) -> np.ndarray:
-    """Row ids: integers only (a float or bool id is refused, not truncated)."""
-    try:
-        return as_index_array(value, where)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(str(exc)) from exc
+def _matrix(value: Any, where: str, shape: tuple[int | None, int | None], *, boolean: bool = False) -> np.ndarray:
+    """A rectangular list of lists of finite numbers (or of booleans) with ``shape`` (None: any)."""
+    rows, cols = shape
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list of rows, got {_kind(value)}")
+    if rows is not None and len(value) != rows:
+        raise ValueError(f"{where} has {len(value)} rows, expected {rows}")
+    out = []
+    for i, row in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(row, list):
+            raise ValueError(f"{at} must be a list of entries, got {_kind(row)}")
+        if cols is not None and len(row) != cols:
+            raise ValueError(f"{at} has {len(row)} entries, expected {cols}")
+        cols = len(row)
+        out.append([_typed(x, bool, f"{at}[{j}]") if boolean else _number(x, f"{at}[{j}]") for j, x in enumerate(row)])
+    return np.array(out, dtype=bool if boolean else np.float64).reshape(len(value), cols or 0)
 
 
-def _vector(doc: dict[str, Any], where: str) -> Vector:
-    if _need(doc, "schema", str, where) != SCHEMA:
-        raise ValueError(f"{where}: schema is {doc['schema']!r}, this package reads {SCHEMA!r}")
-    family = _need(doc, "family", str, where)
-    dtype = _need(doc, "dtype", str, where)
-    if family not in FAMILIES or dtype not in DTYPES:
-        raise ValueError(f"{where}: family {family!r} or dtype {dtype!r} unknown")
-    hyper_doc = _need(doc, "hyper", dict, where)
-    names = {f.name for f in fields(Hyper)}
-    if set(hyper_doc) != names:
+def _fits(values: np.ndarray, dtype: str, where: str) -> np.ndarray:
+    """``values``, checked to stay finite in ``dtype`` (a float32 scenario cannot hold 1e300)."""
+    big = np.argwhere(np.abs(values) > np.finfo(dtype).max)
+    if big.size:
+        i, j = big[0]
+        raise ValueError(f"{where}[{i}][{j}] = {float(values[i, j])!r} overflows {dtype}")
+    return values
+
+
+def _row_ids(value: Any, rows: int, where: str) -> np.ndarray:
+    """Row ids: integers in ``[0, rows)`` (a float or bool id is refused, not truncated)."""
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list of row ids, got {_kind(value)}")
+    for j, r in enumerate(value):
+        if isinstance(r, bool) or not isinstance(r, int):
+            kind = {float: "float64", bool: "bool"}.get(type(r), _kind(r))
+            raise ValueError(f"{where} must be an integer array, got dtype {kind} ({where}[{j}] = {_short(r)})")
+        if not 0 <= r < rows:
+            raise ValueError(f"{where}[{j}] = {_short(r)} is out of range [0, rows = {rows})")
+    return np.array(value, dtype=np.int64)
+
+
+def _vector(doc: Any, where: str, name: str) -> Vector:
+    """One scenario file's content, every field validated (``ValueError`` naming ``where`` and the field)."""
+    doc = _fields(doc, _TOP, where)
+    if _typed(doc["schema"], str, f"{where}: schema") != SCHEMA:
+        raise ValueError(f"{where}: schema is {_short(doc['schema'])}, this package reads {SCHEMA!r}")
+    if _typed(doc["name"], str, f"{where}: name") != name:
+        raise ValueError(f"{where}: name is {_short(doc['name'])}, but the file (and index.json) say {name!r}")
+    family, dtype = _typed(doc["family"], str, f"{where}: family"), _typed(doc["dtype"], str, f"{where}: dtype")
+    if family not in FAMILIES:
+        raise ValueError(f"{where}: family {_short(family)} unknown; the families are {', '.join(FAMILIES)}")
+    if dtype not in DTYPES:
+        raise ValueError(f"{where}: dtype {_short(dtype)} unknown; the dtypes are {', '.join(DTYPES)}")
+    point = _typed(doc["point"], str, f"{where}: point")
+    names = [f.name for f in fields(Hyper)]
+    hyper_doc = doc["hyper"]
+    if not isinstance(hyper_doc, dict) or set(hyper_doc) != set(names):
         raise ValueError(f"{where}: hyper must have exactly the fields {sorted(names)}")
-    hyper = Hyper(**hyper_doc)
-    table = _array(_need(doc, "table", list, where), np.float64, 2, f"{where}: table")
-    cols = table.shape[1]
+    hyper = Hyper(**{
+        key: _typed(value, bool, f"{where}: hyper.{key}") if key == "maximize" else _number(value, f"{where}: hyper.{key}")
+        for key, value in hyper_doc.items()
+    })
+    table = _matrix(doc["table"], f"{where}: table", (None, None))
+    if table.size == 0:
+        raise ValueError(f"{where}: table must have at least one row and one column, got shape {table.shape}")
+    rows, cols = table.shape
+    _fits(table, dtype, f"{where}: table")
+    steps_doc = _typed(doc["steps"], list, f"{where}: steps")
+    if not steps_doc:
+        raise ValueError(f"{where}: steps must list at least one step")
     steps = []
-    for t, step in enumerate(_need(doc, "steps", list, where), 1):
-        at = f"{where}: steps[{t - 1}]"
-        ids = _ids(_need(step, "row_ids", list, at), f"{at}.row_ids")
-        grads = _array(_need(step, "row_grads", list, at), np.float64, 2, f"{at}.row_grads").reshape(ids.size, cols)
-        mask = step.get("mask") if isinstance(step, dict) else None
-        steps.append(Step(ids, grads, None if mask is None else _array(mask, bool, 2, f"{at}.mask")))
-    name, point = _need(doc, "name", str, where), _need(doc, "point", str, where)
+    for t, step in enumerate(steps_doc):
+        at = f"{where}: steps[{t}]"
+        step = _fields(step, _STEP, at)
+        ids = _row_ids(step["row_ids"], rows, f"{at}.row_ids")
+        grads = _fits(_matrix(step["row_grads"], f"{at}.row_grads", (ids.size, cols)), dtype, f"{at}.row_grads")
+        mask = None if step["mask"] is None else _matrix(step["mask"], f"{at}.mask", (ids.size, cols), boolean=True)
+        steps.append(Step(ids, grads, mask))
     scenario = Scenario(name, family, point, hyper, table.astype(dtype), tuple(steps))
+    entries = _typed(doc["expected"], list, f"{where}: expected")
+    if not entries:
+        raise ValueError(f"{where}: expected must list at least one reference")
     expected_by_ref, titles = {}, {}
-    for i, e in enumerate(_need(doc, "expected", list, where)):
+    for i, e in enumerate(entries):
         at = f"{where}: expected[{i}]"
-        name = _need(e, "reference", str, at)
-        tol = _need(e, "tolerance", dict, at)
-        trajectory = _array(_need(e, "trajectory", list, at), np.float64, 3, f"{at}.trajectory")
-        if trajectory.shape != (len(steps),) + table.shape:
-            raise ValueError(f"{at}: trajectory has shape {trajectory.shape}, expected {(len(steps),) + table.shape}")
-        trajectory = frozen(trajectory)
-        floor, atol, ulps = (float(_need(tol, key, _NUMBER, at)) for key in ("floor", "atol", "ulps"))
-        expected_by_ref[name] = Expected(name, trajectory, dtype, floor, atol, ulps)
-        titles[name] = _need(e, "title", str, at)
-        _need(e, "modelled", bool, at)
+        e = _fields(e, _ENTRY, at)
+        ref = _typed(e["reference"], str, f"{at}.reference")
+        if not ref or ref in expected_by_ref:
+            raise ValueError(f"{at}.reference {_short(ref)} is empty or repeated")
+        tol = _fields(e["tolerance"], _TOLERANCE, f"{at}.tolerance")
+        floor, atol, ulps = (_number(tol[key], f"{at}.tolerance.{key}", minimum=0.0) for key in ("floor", "atol", "ulps"))
+        trajectory = _typed(e["trajectory"], list, f"{at}.trajectory")
+        if len(trajectory) != len(steps):
+            raise ValueError(f"{at}.trajectory has {len(trajectory)} steps, expected {len(steps)}")
+        states = [_matrix(state, f"{at}.trajectory[{t}]", (rows, cols)) for t, state in enumerate(trajectory)]
+        expected_by_ref[ref] = Expected(ref, frozen(np.stack(states)), dtype, floor, atol, ulps)
+        titles[ref] = _typed(e["title"], str, f"{at}.title")
+        _typed(e["modelled"], bool, f"{at}.modelled")
     return Vector(scenario, expected_by_ref, titles)
 
 
+def _read_json(path: Path, where: str) -> Any:
+    """The JSON value in ``path``; ``ValueError`` naming ``where`` when it cannot be read or parsed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{where}: no such file in {path.parent}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where}: cannot be read ({exc})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply (a vector file is at most four levels deep)") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer beyond Python's digit limit
+        raise ValueError(f"{where}: not valid JSON ({exc})") from None
+
+
 def load_vectors(directory: str | Path) -> list[Vector]:
-    """Read the files :func:`export_vectors` wrote, in ``index.json`` order; ``ValueError`` names a malformed field."""
+    """Read the files :func:`export_vectors` wrote, in ``index.json`` order.
+
+    Every field is validated (types, finite numbers, tolerances ``>= 0``, ids in
+    range, consistent shapes, scenario names that name a file inside
+    ``directory`` and match it); a malformed file raises ``ValueError`` naming
+    the file and the field.
+    """
     base = Path(directory)
-    index = json.loads((base / INDEX).read_text())
-    if _need(index, "schema", str, INDEX) != SCHEMA:
-        raise ValueError(f"{INDEX}: schema is {index['schema']!r}, this package reads {SCHEMA!r}")
-    return [_vector(json.loads((base / f"{name}.json").read_text()), f"{name}.json")
-            for name in _need(index, "scenarios", list, INDEX)]
+    index = _fields(_read_json(base / INDEX, INDEX), ("schema", "scenarios"), INDEX)
+    if _typed(index["schema"], str, f"{INDEX}: schema") != SCHEMA:
+        raise ValueError(f"{INDEX}: schema is {_short(index['schema'])}, this package reads {SCHEMA!r}")
+    names = _typed(index["scenarios"], list, f"{INDEX}: scenarios")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"{INDEX}: scenarios[{i}] = {_short(name)} is not a scenario name (lower-case letters, "
+                             "digits and '_' only: it names a file in the vectors' directory)")
+        if name in names[:i]:
+            raise ValueError(f"{INDEX}: scenarios[{i}] = {name!r} is listed twice")
+    return [_vector(_read_json(base / f"{name}.json", f"{name}.json"), f"{name}.json", name) for name in names]
 
 
 def check_vectors(directory: str | Path, candidate: type, *, claims: str | None = None) -> Report:
