@@ -9,9 +9,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
-NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+# nbval in strict mode; --nbval-rerun-cells (conftest.py) also runs each cell a second time in
+# nbval's kernel, so one execution per notebook checks both its outputs and its order independence.
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-rerun-cells
 
-.PHONY: setup test test-e2e lab bench html figures goldens clean
+.PHONY: setup test test-code test-notebooks test-e2e lab bench html figures goldens clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +22,16 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The code's tests and the notebooks run side by side, one process per core; each part's
+# output is printed whole when it ends.
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not e2e" --doctest-modules sparse_opt tests notebooks $(NBVAL)
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-code test-notebooks
+
+test-code: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e" --doctest-modules sparse_opt tests
+
+test-notebooks: $(STAMP)
+	$(BIN)/python -m pytest notebooks $(NBVAL)
 
 test-e2e: $(STAMP)
 	$(BIN)/python -m pip install -e '.[e2e]'
