@@ -540,6 +540,16 @@ def test_a_float32_answer_is_told_its_dtype() -> None:
     assert result.message == "values has dtype float32, expected float64", result.report()
     assert str(result).endswith("values = [0.5, -1, 2]  (dtype float32)")
 
+    model = model_answer(ex.get("adam_step"))
+
+    def adam_step(p, m, v, g, t, lr, beta1, beta2, eps):  # noqa: ANN001, ANN202
+        p, m, v = model(p, m, v, g, t, lr, beta1, beta2, eps)
+        return p.astype(np.float32), m, v
+
+    result = ex.check(adam_step)  # float32 rounding is beyond the tolerance: the dtype is named, not the values
+    assert result.message == "p has dtype float32, expected float64", result.report()
+    assert result.case == ex.get("adam_step").cases[0].name
+
 
 def test_close_numbers_are_listed_with_the_digits_that_tell_them_apart() -> None:
     """Expected and got differ by 3e-9 relative: at six digits they would be listed identically."""
@@ -564,3 +574,14 @@ def test_the_first_difference_takes_up_to_17_digits() -> None:
         "first difference at x[0]: expected 1, got 1.0000000000000002 (off by 2.22e-16)"
     )
     assert found.digits == 17
+
+
+def test_a_candidate_may_return_its_own_table_without_copying_it() -> None:
+    """table() may return the array it keeps updating: each step's table is recorded as it was then."""
+    model = model_answer(ex.get("LazyAdam"))
+
+    class LazyAdam(model):  # type: ignore[misc, valid-type]
+        def table(self) -> np.ndarray:
+            return self.params
+
+    assert ex.check(LazyAdam).passed
