@@ -114,14 +114,20 @@ def test_adam_gaps_longer_than_the_second_moment_memory(config, gap):
 
 @pytest.mark.parametrize("config", ADAM_CONFIGS[:5])
 def test_float32_follows_dense_float32_to_its_rounding(config):
-    """In float32 the lazy catch-up agrees with dense float32 Adam as closely as float32 steps agree at all."""
+    """In float32 the lazy catch-up agrees with dense float32 Adam as closely as float32 steps agree at all.
+
+    Bound: 16 float32 epsilons of the table's scale, nothing relative. Measured
+    (8 seeds of this schedule, each config): worst 10.5 (eps = 0), 5-6.6 for
+    the others -- dense float32 Adam rounds at each of the 300 steps, the
+    catch-up once per gap. (Round 2 allowed rtol 2e-5, 168 epsilons.)
+    """
     rng = np.random.default_rng(1)
     schedule = [(sorted(rng.choice(6, size=rng.integers(0, 3), replace=False).tolist()), None) for _ in range(300)]
     schedule = [(idx, rng.standard_normal(len(idx)).tolist()) for idx, _ in schedule]
     lazy, dense = run_adam_pair(schedule, 6, config, dtype=np.float32)
     lazy.catch_up()
     scale = np.nanmax(np.abs(dense.params))
-    assert_close(lazy.params, dense.params, rtol=2e-5, atol=2e-6 * scale)
+    assert_close(lazy.params, dense.params, rtol=0.0, atol=16 * float(np.finfo(np.float32).eps) * scale)
 
 
 def test_training_loop_catching_up_the_looked_up_ids_follows_dense_adam():
