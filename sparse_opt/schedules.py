@@ -213,7 +213,7 @@ class LinearWarmup(Schedule):
 
 @dataclass(frozen=True, repr=False)
 class WarmupCosine(Schedule):
-    """Linear warm-up, half-cosine decay to ``final_lr`` at ``total_steps``, then ``final_lr`` (:func:`warmup_cosine`)."""
+    """Linear warm-up, half cosine down to ``final_lr`` at ``total_steps``, then ``final_lr`` (``warmup_cosine``)."""
 
     lr: float
     warmup_steps: int

@@ -242,7 +242,7 @@ def linear_lr(lr: float, warmup: int) -> SchedulerCase:
 
 
 def sequential_lr(lr: float, warmup: int, total: int, final: float) -> SchedulerCase:
-    """``SequentialLR(LinearLR, CosineAnnealingLR, milestones=[warmup - 1])`` equal to ``warmup_cosine`` up to ``total``."""
+    """``SequentialLR(LinearLR, CosineAnnealingLR, milestones=[warmup - 1])``: ``warmup_cosine`` up to ``total``."""
     kwargs = {"start_factor": 1.0 / warmup, "total_iters": warmup - 1, "T_max": total - warmup, "eta_min": final}
     return SchedulerCase(
         "SequentialLR",
@@ -267,7 +267,10 @@ def cosine_lr(lr: float, total: int, final: float) -> SchedulerCase:
 def step_lr(lr: float, step_size: int, gamma: float) -> SchedulerCase:
     """``StepLR`` equal to ``step_decay``."""
     return SchedulerCase(
-        "StepLR", {"step_size": step_size, "gamma": gamma}, "step_decay", {"lr": lr, "step_size": step_size, "gamma": gamma}
+        "StepLR",
+        {"step_size": step_size, "gamma": gamma},
+        "step_decay",
+        {"lr": lr, "step_size": step_size, "gamma": gamma},
     )
 
 
@@ -367,7 +370,7 @@ def checkpoints() -> np.ndarray:
 
 
 def trajectory_schedule(name: str, lr: float) -> SchedulerCase:
-    """The schedule ``name`` of a trajectory case at peak rate ``lr`` (``lambda_*``: base lr 1.0 and the SPEC's ``f``)."""
+    """The schedule ``name`` of a trajectory case at peak rate ``lr`` (``lambda_*``: base lr 1.0, the SPEC's ``f``)."""
     final = lr / 100.0
     return {
         "lambda_linear_warmup": lambda_lr("linear_warmup", lr=lr, warmup_steps=WARMUP),
@@ -459,7 +462,9 @@ TRAJECTORY_CASES: dict[str, TrajectoryCase] = {
             )
         )
     },
-    "adagrad_lambda_warmup_cosine_float32": TrajectoryCase(220, "adagrad", "lambda_warmup_cosine", 0.1, dtype="float32"),
+    "adagrad_lambda_warmup_cosine_float32": TrajectoryCase(
+        220, "adagrad", "lambda_warmup_cosine", 0.1, dtype="float32"
+    ),
 }
 
 
