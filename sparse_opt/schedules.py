@@ -142,12 +142,30 @@ def _int_power(gamma: float, n: int) -> float:
 
 
 _vector_power = np.frompyfunc(_int_power, 2, 1)
+_vector_pow = np.frompyfunc(math.pow, 2, 1)
 _vector_sin = np.frompyfunc(math.sin, 1, 1)
 
 
 def _as_floats(objects: np.ndarray) -> np.ndarray:
     """The float64 array of a ``np.frompyfunc`` result (an object array of Python floats)."""
     return np.asarray(objects, dtype=np.float64)
+
+
+def _int_powers(gamma: float, n: np.ndarray) -> np.ndarray:
+    """``_int_power(gamma, k)`` for every ``k`` of the int64 array ``n``, the same floats.
+
+    Exponents at or past :func:`_zero_from` give 0.0 without a call; those up to
+    ``2**53`` go straight to ``math.pow`` with their exact float value (what
+    :func:`_int_power` does with them), the rest through :func:`_int_power`.
+    """
+    out = np.zeros(n.shape)
+    alive = n < _zero_from(gamma)
+    direct = alive & (n <= _EXACT_INT)
+    out[direct] = _as_floats(_vector_pow(gamma, n[direct].astype(np.float64)))
+    split = alive & ~direct
+    if split.any():
+        out[split] = _as_floats(_vector_power(gamma, n[split].astype(object)))
+    return out
 
 
 # -- the schedules --------------------------------------------------------------------------------------
@@ -272,7 +290,7 @@ class StepDecay(Schedule):
     def _rates(self, t: np.ndarray) -> np.ndarray:
         n = (t - 1) // self.step_size
         first, last = int(n[0]), int(n[-1])  # t ascending: one power per decay period in the range
-        powers = _as_floats(_vector_power(self.gamma, np.arange(first, last + 1, dtype=object)))
+        powers = _int_powers(self.gamma, np.arange(first, last + 1, dtype=np.int64))
         return self.lr * powers[n - first]
 
 
@@ -291,11 +309,7 @@ class Exponential(Schedule):
         return self.lr * _int_power(self.gamma, t - 1)
 
     def _rates(self, t: np.ndarray) -> np.ndarray:
-        n = t - 1
-        powers = np.zeros(t.shape)
-        alive = n < _zero_from(self.gamma)  # beyond, _int_power is 0.0 without calling math.pow
-        powers[alive] = _as_floats(_vector_power(self.gamma, n[alive].astype(object)))
-        return self.lr * powers
+        return self.lr * _int_powers(self.gamma, t - 1)
 
 
 _FUNCTION_NAMES: dict[type, str] = {

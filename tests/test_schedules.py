@@ -280,6 +280,8 @@ BUILT_INS = [
     schedules.step_decay(0.1, 30, 0.1),
     schedules.exponential(0.01, 0.99),
     schedules.exponential(1.0, 0.0),
+    schedules.exponential(1.0, 1.0 - 2.0**-53),  # nonzero up to t ~ 2**62.6: exponents past 2**53 are split
+    schedules.step_decay(1.0, 3, 1.0 - 2.0**-53),
 ]
 
 
