@@ -225,7 +225,7 @@ def test_separation_is_wide() -> None:
     assert agree.score <= 1.0 < differ.score
     assert differ.score > 2000 * agree.score
     assert (agree.first, agree.second, agree.scenario) == ("dense_adamw", "tf1_adam", "adam_float32")
-    assert round(agree.score, 2) == 0.53 and round(differ.score) == 2106
+    assert round(agree.score, 2) == 0.05 and round(differ.score) == 132  # float32 safety factor 128 (tolerance.py)
     assert cd.separation("float32") == (agree, differ)  # both closest calls are in the float32 scenarios
     agree64, differ64 = cd.separation("float64")
     assert agree64.score == 0.0 and differ64.score > 1e6
