@@ -18,14 +18,13 @@ The built-in schedules are small immutable objects (frozen dataclasses: equal
 when their parameters are, hashable, picklable, with a repr that is the call
 that builds them), made by five functions:
 
-======================================================  =============================================
-``constant(lr)``                                        ``lr``
-``linear_warmup(lr, warmup_steps)``                     ``lr * min(1, t / warmup_steps)``
-``warmup_cosine(lr, warmup_steps, total_steps,          linear warm-up, then a half cosine down to
-final_lr=0.0)``                                         ``final_lr`` at ``total_steps``, then ``final_lr``
-``step_decay(lr, step_size, gamma)``                    ``lr * gamma ** ((t - 1) // step_size)``
-``exponential(lr, gamma)``                              ``lr * gamma ** (t - 1)``
-======================================================  =============================================
+=======================================================  ====================================================
+``constant(lr)``                                         ``lr``
+``linear_warmup(lr, warmup_steps)``                      ``lr * min(1, t / warmup_steps)``
+``warmup_cosine(lr, warmup_steps, total_steps, final)``  warm-up, half cosine to ``final`` at ``total_steps``
+``step_decay(lr, step_size, gamma)``                     ``lr * gamma ** ((t - 1) // step_size)``
+``exponential(lr, gamma)``                               ``lr * gamma ** (t - 1)``
+=======================================================  ====================================================
 
 Each function's docstring gives the torch scheduler it equals. Those are
 equalities of the closed forms; torch's schedulers compute their rates
