@@ -9,7 +9,7 @@ write the update in the reference's, torch's or FBGEMM's order. Because
 hundred float32 ulps), far more than one operation's rounding: this, not the
 moment or update order, is what the float32 tolerance must cover.
 
-:class:`Float32Adam` implements every such order (64 variants per semantics,
+:class:`Float32Adam` implements every such order (48 variants per semantics,
 for ``lazy``, ``rowwise_bias`` and ``dense_adamw``). :func:`measure` runs them
 through the catalogue's scenarios and scores each against its own semantics
 (the *legitimate* distribution), and scores every other reference and every

@@ -41,8 +41,9 @@ LIBRARIES = {
 }
 LIBRARY_OF = {"torch_optim": "torch", "tf_kernels": "tensorflow"}
 # the skipped scenarios that tell the verdict apart from another reference (the report is not ok while they are)
-UNRUN = {"KerasAdam": ("adam_maximize",), "Tf1Adam": ("adam_maximize",), "TfSparseApplyAdagradV2": ("adagrad_maximize",),
-         "TfSparseApplyMomentum": ("sgd_maximize",), "TorchSgdSparse": ("sgd_weight_decay",)}
+UNRUN = {"KerasAdam": ("adam_maximize",), "Tf1Adam": ("adam_maximize",),
+         "TfSparseApplyAdagradV2": ("adagrad_maximize",), "TfSparseApplyMomentum": ("sgd_maximize",),
+         "TorchSgdSparse": ("sgd_weight_decay",)}
 
 
 def _verdict(report):

@@ -28,7 +28,10 @@ Check your own optimizer in a few lines::
     print(check(MySparseSgd))                # verdict, first divergence, per-scenario errors
 
 (This one ignores ``maximize`` and so diverges in ``sgd_maximize``: the report
-says where.) ``python -m sparse_opt.conformance export DIR`` writes the
+says where.) A candidate with a ``read(rows)`` method is run as a training loop
+instead, reading only the rows each step looks up (a catch-up on read is
+checked across the gaps); a report is ``ok`` only when every scenario that
+tells its semantics apart from another reference ran. ``python -m sparse_opt.conformance export DIR`` writes the
 scenarios with every reference's expected trajectory as JSON
 (``docs/conformance_schema.md``) for implementations in other languages, and
 ``check-vectors DIR`` reads them back.

@@ -131,7 +131,8 @@ def run(candidate: type, scenario: Scenario) -> Run:
             where = f"step {t}"
             looked = np.unique(step.row_ids)
             if reads and looked.size:
-                got = _rows_of(opt.read(np.array(looked)), (looked.size, shape[1]), dtype, f"read(rows) before step {t}")
+                what = f"read(rows) before step {t}"
+                got = _rows_of(opt.read(np.array(looked)), (looked.size, shape[1]), dtype, what)
                 if t == 1 and not np.array_equal(got, scenario.table[looked]):
                     raise ValueError("read(rows) before the first step is not the initial table")
                 if t > 1:

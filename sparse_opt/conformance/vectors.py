@@ -218,7 +218,8 @@ def _vector(doc: Any, where: str, name: str) -> Vector:
     if not isinstance(hyper_doc, dict) or set(hyper_doc) != set(names):
         raise ValueError(f"{where}: hyper must have exactly the fields {sorted(names)}")
     hyper = Hyper(**{
-        key: _typed(value, bool, f"{where}: hyper.{key}") if key == "maximize" else _number(value, f"{where}: hyper.{key}")
+        key: _typed(value, bool, f"{where}: hyper.{key}") if key == "maximize"
+        else _number(value, f"{where}: hyper.{key}")
         for key, value in hyper_doc.items()
     })
     table = _matrix(doc["table"], f"{where}: table", (None, None))
@@ -249,7 +250,7 @@ def _vector(doc: Any, where: str, name: str) -> Vector:
         if not ref or ref in expected_by_ref:
             raise ValueError(f"{at}.reference {_short(ref)} is empty or repeated")
         tol = _fields(e["tolerance"], _TOLERANCE, f"{at}.tolerance")
-        floor, atol, ulps = (_number(tol[key], f"{at}.tolerance.{key}", minimum=0.0) for key in ("floor", "atol", "ulps"))
+        ulps, floor, atol = (_number(tol[key], f"{at}.tolerance.{key}", minimum=0.0) for key in _TOLERANCE)
         trajectory = _typed(e["trajectory"], list, f"{at}.trajectory")
         if len(trajectory) != len(steps):
             raise ValueError(f"{at}.trajectory has {len(trajectory)} steps, expected {len(steps)}")

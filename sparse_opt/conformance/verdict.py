@@ -121,7 +121,8 @@ def _tells_apart(expected_by_ref: Mapping[str, Expected], ref: str) -> bool:
 def _result(recording: Recording, scenario: Scenario, expected_by_ref: Mapping[str, Expected]) -> ScenarioResult:
     run = recording.runs.get(scenario.name)
     if run is None:
-        return ScenarioResult(scenario.name, scenario.point, {}, skipped="not in the recording", dtype=scenario.dtype.name)
+        return ScenarioResult(scenario.name, scenario.point, {}, skipped="not in the recording",
+                              dtype=scenario.dtype.name)
     if run.fingerprint != scenario.fingerprint:
         stale = "the recording is stale (the scenario's definition changed): regenerate it"
         return ScenarioResult(scenario.name, scenario.point, {}, error=stale, dtype=scenario.dtype.name)
