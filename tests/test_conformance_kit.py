@@ -27,6 +27,19 @@ def test_kit_adapter_follows_its_claim_on_the_catalogue_and_skips_only_what_it_l
     assert report.unrun == tuple(skipped) and report.ok == (candidate is not KitDenseAdam), str(report)
 
 
+def test_the_on_read_adapters_run_as_training_loops_and_catch_up_only_what_they_read():
+    from sparse_opt.conformance import expected, reference, run, scenario
+    from sparse_opt.conformance.adapters.kit import KitAdamDenseEquivalent, KitAdamDenseEquivalentOnRead
+
+    s = scenario("adam_gap_10")
+    loop, whole = run(KitAdamDenseEquivalentOnRead, s), run(KitAdamDenseEquivalent, s)
+    assert whole.observed is None and loop.observed is not None and loop.observed[-1].all()
+    # a gap caught up at once (on read) rounds differently from one step at a time: both within dense_adamw's tolerance
+    dense = expected(s, reference("dense_adamw"))
+    assert dense.deviation(loop.trajectory, loop.observed).matched and dense.deviation(whole.trajectory).matched
+    assert not loop.observed[:-1, 2:].any()  # rows 2 and 3 are not looked up after step 1: read only at the end
+
+
 def test_check_reads_a_generator_of_scenarios_once():
     chosen = scenarios("sgd")[:2]
     report = check(KitSgdLazy, scenarios=(s for s in chosen))

@@ -4,7 +4,9 @@ Each adapter drives a table optimizer with :class:`~sparse_opt.CsrGradient`
 gradients built from the lookups (``from_rows`` sums repeated ids; incomplete
 rows go through ``CooGradient.from_unsorted``), and claims the reference its
 documentation promises. A DENSE_EQUIVALENT optimizer catches every row up
-before the table is read, as a training loop would before a lookup.
+before the table is read; its ``...OnRead`` twin is run as a training loop
+(``read(rows)``, see :mod:`..candidate`): it catches up only the rows each step
+looks up, before the step, and the whole table at the end.
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ class _KitTable:
         return self._params.copy()
 
 
+class _CatchUpOnRead(_KitTable):
+    """A DENSE_EQUIVALENT adapter whose ``read(rows)`` catches up only ``rows`` (``catch_up(rows)``)."""
+
+    def read(self, rows: np.ndarray) -> np.ndarray:
+        self._opt.catch_up(rows)
+        return self._params[rows].copy()
+
+
 def _adam_config(hyper: Hyper, mode: LazyMode) -> SparseAdamConfig:
     return SparseAdamConfig(
         lr=hyper.lr, beta1=hyper.beta1, beta2=hyper.beta2, eps=hyper.eps,
@@ -91,6 +101,12 @@ class KitAdamDenseEquivalent(_KitTable):
 
     def _build(self, params: np.ndarray, hyper: Hyper) -> SparseAdamTable:
         return SparseAdamTable(params, _adam_config(hyper, LazyMode.DENSE_EQUIVALENT))
+
+
+class KitAdamDenseEquivalentOnRead(_CatchUpOnRead, KitAdamDenseEquivalent):
+    """``SparseAdamTable`` in ``LazyMode.DENSE_EQUIVALENT`` in a training loop: rows caught up when read."""
+
+    name = "sparse_opt SparseAdamTable(DENSE_EQUIVALENT), caught up on read"
 
 
 class KitDenseAdam(_KitTable):
@@ -162,14 +178,22 @@ class KitSgdDenseEquivalent(_KitTable):
         return SparseSgdTable(params, _sgd_config(hyper, LazyMode.DENSE_EQUIVALENT))
 
 
+class KitSgdDenseEquivalentOnRead(_CatchUpOnRead, KitSgdDenseEquivalent):
+    """``SparseSgdTable`` in ``LazyMode.DENSE_EQUIVALENT`` in a training loop: rows caught up when read."""
+
+    name = "sparse_opt SparseSgdTable(DENSE_EQUIVALENT), caught up on read"
+
+
 #: Every kit adapter.
 CANDIDATES: tuple[type, ...] = (
     KitAdamLazy,
     KitAdamDormancyDecay,
     KitAdamDenseEquivalent,
+    KitAdamDenseEquivalentOnRead,
     KitDenseAdam,
     KitAdagrad,
     KitAdagradRowwise,
     KitSgdLazy,
     KitSgdDenseEquivalent,
+    KitSgdDenseEquivalentOnRead,
 )
