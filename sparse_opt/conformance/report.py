@@ -135,9 +135,9 @@ class Report:
     def rounding_misses(self, ref: str) -> tuple[str, ...]:
         """The scenarios ``ref`` misses, when it misses them all by at most ``ROUNDING_LEVEL`` tolerances (else ()).
 
-        Such a miss is a floating-point operation order the tolerance does not
-        cover (``tolerance.py``), not another semantics: every planted bug and
-        every other reference is far beyond it.
+        Such a miss is most likely a floating-point operation order the
+        tolerance does not cover: every planted bug and every other reference
+        is far beyond it (``tolerance.py``).
         """
         missed = [r for r in self.results if ref in r.deviations and not r.deviations[ref].matched]
         if missed and all(r.deviations[ref].score <= ROUNDING_LEVEL for r in missed):
@@ -175,8 +175,9 @@ class Report:
                 dtypes = sorted({r.dtype for r in self.results if r.scenario in missed})
                 worst = max(r.deviations[ref].score for r in self.results if r.scenario in missed)
                 lines.append((f"{ref} missed only at rounding level",
-                              f"{', '.join(missed)} by at most {worst:.2f} tolerances ({'/'.join(dtypes)}): "
-                              "an operation order the tolerance does not cover, not another semantics"))
+                              f"{', '.join(missed)} by at most {worst:.2f} tolerances ({'/'.join(dtypes)}), far "
+                              "below any other semantics or planted bug: most likely a floating-point operation "
+                              "order the tolerance does not cover"))
         skipped = [r.scenario for r in self.results if r.skipped]
         if skipped:
             lines.append(("skipped", ", ".join(skipped)))
