@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_conformance_planted import GapOffByOne
 
 from sparse_opt.conformance import SCENARIOS, check, expected, load_vectors, reference, references, scenarios
@@ -282,3 +284,44 @@ def test_check_vectors_command_refuses_a_nan_tolerance_instead_of_accepting_garb
     captured = capsys.readouterr()
     assert "reproduce" not in captured.out
     assert captured.err.strip() == "error: sgd_gap.json: expected[0].tolerance.ulps = nan must be finite"
+
+
+def _paths(doc: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path into a JSON value (dict keys and list indices), the value itself first."""
+    out = [prefix]
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        out += _paths(value, prefix + (key,))
+    return out
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**400), 10**400) | st.integers(-3, 6)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_single_corruption_loads_or_is_a_value_error(vectors, tmp_path, data):
+    """Replace or delete one value anywhere in a good file: never an exception other than ValueError."""
+    doc = json.loads((vectors / "adam_incomplete_rows.json").read_text())
+    doc["expected"] = doc["expected"][:2]
+    path = data.draw(st.sampled_from(_paths(doc)[1:]))
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if data.draw(st.booleans()):
+        parent[path[-1]] = data.draw(_JSON)
+    elif isinstance(parent, dict):
+        del parent[path[-1]]
+    else:
+        parent.pop(path[-1])
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": ["adam_incomplete_rows"]}))
+    (tmp_path / "adam_incomplete_rows.json").write_text(json.dumps(doc))
+    try:
+        load_vectors(tmp_path)
+    except ValueError as exc:
+        assert str(exc).startswith("adam_incomplete_rows.json"), exc
