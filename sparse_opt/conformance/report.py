@@ -126,8 +126,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """No error, every scenario in ``unrun`` ran (there are none), and the claimed semantics (or, unclaimed,
-        some reference) matches every run scenario."""
+        """No error, nothing in ``unrun``, and the claimed semantics (or, unclaimed, some reference) matches
+        every run scenario."""
         if self.errors or self.unrun:
             return False
         return self.claims in self.verdict if self.claims else bool(self.verdict)
