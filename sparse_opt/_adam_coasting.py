@@ -59,6 +59,16 @@ steps ``beta1**i`` takes to make the rest negligible: a constant of ``beta1``,
 ``beta2`` and the dtype (a few hundred steps for ``beta1 = 0.9`` in float64),
 however long the gap.
 
+**Under a learning-rate schedule** (``lr_j`` depends on the step) the
+weights above are not geometric in ``i`` and the fast path is off: every
+coasting coordinate is replayed with each dormant step's own rate ``lr_j``
+and decay factor ``1 - lr_j * weight_decay``, stopping as above with the
+schedule's peak rate in the bound, and the rest of the decay is the product
+of the remaining factors (:meth:`sparse_opt._rates.LearningRate.decay`). This
+is exact; its cost is the replay's (a constant of ``beta1``, ``beta2`` and the
+dtype per coordinate) plus O(gap) per distinct last step for the decay
+product when ``weight_decay > 0``.
+
 A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
 with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
 
@@ -72,6 +82,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from sparse_opt._rates import LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -91,15 +103,23 @@ class AdamCoasting:
 
     Parameters
     ----------
-    lr, beta1, beta2, eps, weight_decay : float
+    lr : float or LearningRate
+        The learning rate, or the optimizer's :class:`~sparse_opt._rates.LearningRate`
+        (a schedule turns the fast path off).
+    beta1, beta2, eps, weight_decay : float
         The optimizer's hyper-parameters (``0 <= lr * weight_decay <= 1``).
     dtype : numpy dtype
         The parameters' dtype: the arithmetic of the per-entry work, and the
         rounding the catch-up aims at.
     """
 
-    def __init__(self, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype) -> None:
-        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+    def __init__(
+        self, lr: float | LearningRate, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype
+    ) -> None:
+        self.rate = lr if isinstance(lr, LearningRate) else LearningRate(lr, weight_decay)
+        # a schedule has no single lr: the fast path (which needs one) is off, and lr, c are unused
+        lr = self.rate.constant if self.rate.constant is not None else 0.0
+        self.lr, self.beta1, self.beta2, self.eps, self.weight_decay = lr, beta1, beta2, eps, weight_decay
         self.decay1, self.decay2, self.c = dormant_factors(beta1, beta2, 1.0 - lr * weight_decay, dtype)
         self.dtype = np.dtype(dtype)
         self.tol = _tolerance(self.dtype)
@@ -122,8 +142,10 @@ class AdamCoasting:
 
     # -- the window and the weight caches -----------------------------------------
     def _window(self) -> int:
-        """``L``, or 0 when the fast path cannot be used (``rho >= 1`` or ``L > MAX_WINDOW``)."""
+        """``L``, or 0 when the fast path cannot be used (a schedule, ``rho >= 1`` or ``L > MAX_WINDOW``)."""
         rho = float(self.rho[-1])
+        if self.rate.constant is None:
+            return 0
         if not rho < 1.0:
             return 0
         if rho == 0.0 or self.beta1 == 0.0:
@@ -245,7 +267,9 @@ class AdamCoasting:
                 direct = None
             coast = (coast, fast)
         # the decays of k zero-gradient steps, then the coasting
-        if self.c != 1.0:
+        if self.weight_decay and self.rate.constant is None:
+            p *= self.rate.decay(last, through, dtype).astype(dtype)
+        elif self.c != 1.0:
             p *= (self.c**k).astype(dtype)
         m *= (self.decay1**k).astype(dtype)
         v *= decay2
@@ -329,23 +353,31 @@ class AdamCoasting:
         b1, b2, eps = dt(self.beta1), dt(self.beta2), dt(self.eps)
         p, m, v = p.copy(), m.copy(), v.copy()
         rest = np.zeros(p.size, dtype=np.int64)
+        stopped = np.zeros(p.size, dtype=np.int64)  # the dormant steps replayed
         active = np.arange(p.size)
         r_bound = self.decay1 / math.sqrt(self.decay2) if self.decay2 > 0 else math.inf
+        through = int((s + k).max()) if s.size else 0
+        scheduled = self.rate.constant is None
+        peak = self.rate.peak(through) if scheduled else self.lr  # bounds the rate of every step still to come
         i = 0
         while active.size:
             i += 1
-            j = (s[active] + i).astype(np.float64)
+            steps = s[active] + i
+            j = steps.astype(np.float64)
+            lr = self.rate.at_steps(steps) if scheduled else self.lr
             pa, ma, va = p[active], m[active] * b1, v[active] * b2
-            if self.c != 1.0:
+            if scheduled and self.weight_decay:
+                pa = pa * (1.0 - lr * self.weight_decay).astype(self.dtype)
+            elif self.c != 1.0:
                 pa = pa * dt(self.c)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 denom = np.sqrt(va) / np.sqrt(1.0 - self.beta2**j).astype(self.dtype) + eps
-                pa = pa - (ma / denom) * (self.lr / (1.0 - self.beta1**j)).astype(self.dtype)
+                pa = pa - (ma / denom) * (lr / (1.0 - self.beta1**j)).astype(self.dtype)
             p[active], m[active], v[active] = pa, ma, va
             left = k[active] - i
             finished = (left <= 0) | np.isnan(pa) | (ma == 0)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                scale = self.lr * np.abs(ma.astype(np.float64)) / (1.0 - self.beta1 ** (j + 1))
+                scale = peak * np.abs(ma.astype(np.float64)) / (1.0 - self.beta1 ** (j + 1))
                 bound = np.full(pa.shape, np.inf)
                 if self.eps > 0 and self.decay1 < 1:
                     bound = scale * self.decay1 / ((1.0 - self.decay1) * self.eps)
@@ -358,8 +390,11 @@ class AdamCoasting:
                 vanishes = (va == 0) | ((va * self.beta2 ** left.astype(np.float64) == 0) & (self.beta2 <= 0.5))
                 p[active[finished & (ma == 0) & (left > 0) & vanishes]] = np.nan
             rest[active[finished]] = np.maximum(left[finished], 0)
+            stopped[active[finished]] = i
             active = active[~finished]
-        if self.c != 1.0:
+        if scheduled and self.weight_decay:  # every coordinate is caught up through the same step
+            p *= self.rate.decay(s + stopped, through, self.dtype).astype(self.dtype)
+        elif self.c != 1.0:
             p *= (self.c ** rest.astype(np.float64)).astype(self.dtype)
         return p
 

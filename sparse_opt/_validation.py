@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -74,6 +74,19 @@ def check_scalar(
         bound = f"< {high}" if high_open else f"<= {high}"
         raise ValueError(f"Invalid {name}: {v} (must be {bound})")
     return v
+
+
+def check_lr(lr: object, name: str = "lr") -> float | Callable[[int], float]:
+    """A learning rate: a float ``>= 0`` (returned as float), or a schedule ``t -> float`` (returned as is).
+
+    A schedule's values are checked at the steps that ask for them
+    (:mod:`sparse_opt._rates`).
+    """
+    if callable(lr) and not isinstance(lr, (numbers.Real, np.generic)):
+        return lr  # type: ignore[return-value]
+    if not isinstance(lr, (numbers.Real, np.generic)) or isinstance(lr, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a float >= 0 or a schedule (a callable t -> float), got {lr!r}")
+    return check_scalar(name, lr, low=0.0)
 
 
 def check_decoupled_decay(lr: float, weight_decay: float) -> None:

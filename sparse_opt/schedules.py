@@ -69,7 +69,9 @@ __all__ = [
     "lr_at",
     "resolve",
     "step_decay",
+    "peak",
     "values",
+    "values_at",
     "warmup_cosine",
 ]
 
@@ -617,3 +619,44 @@ def values(schedule: Callable[[int], float], t_start: object, t_stop: object) ->
     if type(schedule) in _FUNCTION_NAMES:
         return schedule._rates(np.arange(start, stop, dtype=np.int64))  # type: ignore[attr-defined]
     return np.array([lr_at(schedule, t) for t in range(start, stop)], dtype=np.float64)
+
+
+def values_at(schedule: Callable[[int], float], steps: np.ndarray) -> np.ndarray:
+    """The rates of the steps in ``steps`` (an int64 array of any shape, each ``>= 1``), float64, same shape.
+
+    Each distinct step is evaluated once: with numpy for the built-ins, by a
+    checked call (:func:`lr_at`) for any other callable. Bit for bit the
+    per-step values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sparse_opt import schedules
+    >>> schedules.values_at(schedules.step_decay(1.0, 2, 0.5), np.array([[5, 1], [2, 3]])).tolist()
+    [[0.25, 1.0], [1.0, 0.5]]
+    """
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.size == 0:
+        return np.zeros(steps.shape)
+    if int(steps.min()) < 1:
+        check_step(int(steps.min()), "steps")
+    unique, inverse = np.unique(steps, return_inverse=True)
+    if type(schedule) in _FUNCTION_NAMES:
+        rates = schedule._rates(unique)  # type: ignore[attr-defined]
+    else:
+        rates = np.array([lr_at(schedule, t) for t in unique.tolist()], dtype=np.float64)
+    return rates[inverse].reshape(steps.shape)
+
+
+def peak(schedule: Callable[[int], float]) -> float | None:
+    """The largest rate a built-in schedule takes on any step (``lr``, or ``final_lr`` if larger); None for any other callable.
+
+    Examples
+    --------
+    >>> from sparse_opt import schedules
+    >>> schedules.peak(schedules.warmup_cosine(0.1, 10, 100, final_lr=0.2)), schedules.peak(lambda t: 1.0)
+    (0.2, None)
+    """
+    if type(schedule) not in _FUNCTION_NAMES:
+        return None
+    return max(schedule.lr, getattr(schedule, "final_lr", 0.0))  # type: ignore[attr-defined]

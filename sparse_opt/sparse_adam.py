@@ -27,6 +27,13 @@ catch-up"); the parameter does not coast::
 :mod:`sparse_opt._adam_coasting` for how, at a cost bounded whatever the gap),
 then the LAZY update of step ``t``: its whole trajectory is dense AdamW's.
 
+With a learning-rate schedule (``lr`` a callable ``t -> lr_t``,
+:mod:`sparse_opt.schedules`) each step uses its own rate: LAZY's update and
+decay at ``t`` use ``lr_t``; DORMANCY_DECAY decays the parameter by
+``prod_{j=s+1}^{t} (1 - lr_j * weight_decay)``; DENSE_EQUIVALENT applies each
+dormant step ``j`` with ``lr_j``, exactly as dense AdamW driven by the same
+schedule.
+
 All modes then use the *global* step for bias correction::
 
     p_i = p_i - lr / (1 - beta1**t) * m_i / (sqrt(v_i) / sqrt(1 - beta2**t) + eps)
@@ -51,10 +58,11 @@ import numpy as np
 
 from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
+from sparse_opt._rates import LearningRate
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._step_record import as_column
-from sparse_opt._validation import check_bool, check_decoupled_decay, check_new_state, check_scalar
+from sparse_opt._validation import check_bool, check_lr, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
 Coasting = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -66,8 +74,10 @@ class SparseAdamConfig:
 
     Parameters
     ----------
-    lr : float
-        Learning rate, ``>= 0``.
+    lr : float or callable
+        Learning rate, ``>= 0``, or a schedule ``t -> lr_t`` of the 1-based
+        global step (:mod:`sparse_opt.schedules`; its values are checked at the
+        steps that use them).
     beta1, beta2 : float
         Moment decay rates, in ``[0, 1)``.
     eps : float
@@ -79,10 +89,10 @@ class SparseAdamConfig:
     maximize : bool
         Ascend instead of descend.
     weight_decay : float
-        Decoupled (AdamW) decay, ``>= 0`` with ``lr * weight_decay <= 1``:
-        ``p *= 1 - lr * weight_decay`` before the update of each step the mode
-        applies (once per touch in LAZY, ``gap`` times in DORMANCY_DECAY, on
-        every step in DENSE_EQUIVALENT).
+        Decoupled (AdamW) decay, ``>= 0`` with ``lr_t * weight_decay <= 1``:
+        ``p *= 1 - lr_t * weight_decay`` before the update of each step ``t``
+        the mode applies (once per touch in LAZY, for each of the ``gap`` steps
+        in DORMANCY_DECAY, on every step in DENSE_EQUIVALENT).
 
     Examples
     --------
@@ -91,7 +101,7 @@ class SparseAdamConfig:
     <LazyMode.DENSE_EQUIVALENT: 'dense_equivalent'>
     """
 
-    lr: float = 1e-3
+    lr: float | Callable[[int], float] = 1e-3
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -100,18 +110,18 @@ class SparseAdamConfig:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
+        object.__setattr__(self, "lr", check_lr(self.lr))
         object.__setattr__(self, "beta1", check_scalar("beta1", self.beta1, low=0.0, high=1.0, high_open=True))
         object.__setattr__(self, "beta2", check_scalar("beta2", self.beta2, low=0.0, high=1.0, high_open=True))
         object.__setattr__(self, "eps", check_scalar("eps", self.eps, low=0.0))
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
         object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
-        check_decoupled_decay(self.lr, self.weight_decay)
+        LearningRate(self.lr, self.weight_decay)  # a constant lr * weight_decay <= 1
         object.__setattr__(self, "mode", LazyMode.parse(self.mode))
 
     def as_dict(self) -> dict[str, float | bool | str]:
-        """The fields as plain Python scalars (``mode`` as its string value)."""
-        return config_scalars(self)
+        """The fields as plain Python scalars (``mode`` as its string value, a schedule as :mod:`sparse_opt._rates` says)."""
+        return {**config_scalars(self), "lr": LearningRate(self.lr, self.weight_decay).config_value()}
 
 
 def sparse_adam_update(
@@ -131,6 +141,7 @@ def sparse_adam_update(
     maximize: bool = False,
     mode: LazyMode = LazyMode.LAZY,
     coasting: Coasting | None = None,
+    param_decay: np.ndarray | None = None,
 ) -> None:
     """One lazy Adam(W) step at global step ``step`` on the coordinates ``index``, in place.
 
@@ -160,7 +171,11 @@ def sparse_adam_update(
     coasting : callable, optional
         DENSE_EQUIVALENT only: ``coasting(p, m, v, last, through)`` applies the
         dormant steps; an :class:`~sparse_opt._adam_coasting.AdamCoasting`
-        (reuse one across steps: it caches weights by global step).
+        (reuse one across steps: it caches weights by global step; under a
+        schedule it must be the one built with that schedule).
+    param_decay : ndarray, optional
+        DORMANCY_DECAY under a schedule: ``prod_{j=last+1}^{step} (1 - lr_j *
+        weight_decay)``, shaped like ``last``. Default ``(1 - lr * weight_decay)**gap``.
 
     Examples
     --------
@@ -190,6 +205,8 @@ def sparse_adam_update(
             gap = (step - last).astype(np.float64)
             factors = dormant_factors(beta1, beta2, shrink, dtype)
             decay1, decay2, decay_p = ((f**gap).astype(dtype) for f in factors)
+            if param_decay is not None:
+                decay_p = as_column(param_decay, g.ndim).astype(dtype)
     with np.errstate(all="ignore"):  # a non-finite v is refused below, before anything is written
         m_i *= decay1
         m_i += (1.0 - beta1) * g  # m = decay1 * m + (1 - beta1) * g
@@ -290,9 +307,10 @@ class SparseAdam(SparseOptimizer):
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
         c = self.config
+        self._lr = LearningRate(c.lr, c.weight_decay)
         self._coasting: AdamCoasting | None = None
         if c.mode is LazyMode.DENSE_EQUIVALENT:
-            self._coasting = AdamCoasting(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, self.params.dtype)
+            self._coasting = AdamCoasting(self._lr, c.beta1, c.beta2, c.eps, c.weight_decay, self.params.dtype)
 
     def _keeps_steps(self) -> bool:
         return True
@@ -303,7 +321,6 @@ class SparseAdam(SparseOptimizer):
     def _hyper(self) -> dict[str, Any]:
         c = self.config
         return {
-            "lr": c.lr,
             "beta1": c.beta1,
             "beta2": c.beta2,
             "eps": c.eps,
@@ -313,17 +330,24 @@ class SparseAdam(SparseOptimizer):
         }
 
     def _apply(self, target: Target, step: int) -> None:
-        by_rows, record = target.by_rows, self._record
+        by_rows, record, mode = target.by_rows, self._record, self.config.mode
         assert record is not None
+        lr = self._lr.at(step)  # checked before anything changes
+        last = None if mode is LazyMode.LAZY else record.previous(target.index, by_rows)
+        decay = None
+        if mode is LazyMode.DORMANCY_DECAY and self._lr.constant is None:
+            decay = self._lr.decay(last, step, self.params.dtype)
         sparse_adam_update(
             addressed(self.params, by_rows),
             addressed(self.m, by_rows),
             addressed(self.v, by_rows),
-            None if self.config.mode is LazyMode.LAZY else record.previous(target.index, by_rows),
+            last,
             target.index,
             target.grad,
             step=step,
+            lr=lr,
             coasting=self._coasting,
+            param_decay=decay,
             **self._hyper(),
         )
         record.stamp(target.index, step, by_rows)

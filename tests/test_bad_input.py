@@ -352,7 +352,7 @@ def test_readonly_memmap_is_refused(tmp_path):
         ({"mode": "sparse"}, ValueError, "Invalid mode: 'sparse'"),
         ({"mode": 3}, ValueError, "Invalid mode: 3"),
         ({"maximize": 1}, TypeError, "maximize must be a bool"),
-        ({"lr": "0.1"}, TypeError, "lr must be a real number"),
+        ({"lr": "0.1"}, TypeError, "lr must be a float >= 0 or a schedule"),
         ({"weight_decay": -0.1}, ValueError, r"Invalid weight_decay: -0.1 \(must be >= 0.0\)"),
         ({"weight_decay": float("inf")}, ValueError, "Invalid weight_decay: inf"),
         ({"lr": 0.5, "weight_decay": 2.5}, ValueError, r"Invalid weight_decay: 2.5 \(lr \* weight_decay = 1.25 > 1"),
