@@ -40,14 +40,21 @@ test-e2e: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_sparse_step.py
+# make bench [BENCH_PYTHON=/path/to/python] [BENCH_ARGS="--quick"]: the benchmark with .venv's Python
+# (sparse_opt alone) or with another one (a Python with torch adds torch's optimizers; sparse_opt is
+# taken from this checkout, numpy is all it needs besides), at full size or with the script's options.
+BENCH_PYTHON ?=
+BENCH_ARGS ?=
+bench: $(if $(BENCH_PYTHON),,$(STAMP))
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(or $(BENCH_PYTHON),$(BIN)/python) benchmarks/bench_sparse_step.py $(BENCH_ARGS)
 
 html: $(STAMP)
 	$(BIN)/python docs/build_html.py build/html
 
+# Seconds each notebook may take in make figures (a notebook past it is reported and the rest exported).
+FIGURES_TIME_LIMIT ?= 900
 figures: $(STAMP)
-	$(BIN)/python docs/export_figures.py build/figures
+	$(BIN)/python docs/export_figures.py --time-limit $(FIGURES_TIME_LIMIT) build/figures
 
 # Regenerate the golden vectors and the conformance recordings: needs torch==2.13.0 (TORCH_PYTHON)
 # and tensorflow-cpu==2.21.0 + lingvo==0.14.2 (TF_PYTHON) in their own environments, each with
