@@ -2,15 +2,20 @@
 
 One class hands in notebook 01 (five students: all model answers, one wrong answer, a loop that never
 ends, the ``check(...)`` lines deleted, a syntax error); a second class hands in notebook 02 (one student
-deletes a whole exercise cell). Each submission keeps the notebook's own import cell and exercise cells,
-with the stubs' bodies replaced by the learner's, so grading runs what a student would hand in.
+deletes a whole exercise cell). Each submission is the notebook's exercise cells as stored, with the
+stubs' bodies replaced by the learner's, after an import cell of numpy and sparse_opt (the notebooks' own
+first cells also start matplotlib and widgets, which only makes each kernel slower to grade).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -89,9 +94,6 @@ def graded_01(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str,
     directory = tmp_path_factory.mktemp("class01")
     planted_class_01(directory)
     started = time.monotonic()
-    import contextlib
-    import io
-
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         status = main(["grade", str(directory), "--timeout", "6", "--check-timeout", "3"])
@@ -111,7 +113,7 @@ def test_every_planted_submission_gets_its_status(graded_01: tuple[Path, int, st
     assert header == ["student", "coalesce", "coo_to_csr", "passed", "first_error"]
     table = read_table(directory / "grades.csv")
     assert list(table) == ["ada", "ben", "cleo", "dev", "eve"]
-    assert table["ada"] | {} == {"student": "ada", "coalesce": "passed", "coo_to_csr": "passed", "passed": "2/2",
+    assert table["ada"] == {"student": "ada", "coalesce": "passed", "coo_to_csr": "passed", "passed": "2/2",
                                 "first_error": ""}
     # the checker's own diagnosis of the planted mistake, its first line
     keeps_one = next(d.message for d in ex.get("coalesce").diagnoses if d.message.startswith("only the first value"))
@@ -125,7 +127,7 @@ def test_every_planted_submission_gets_its_status(graded_01: tuple[Path, int, st
     assert (table["dev"]["coalesce"], table["dev"]["coo_to_csr"], table["dev"]["passed"]) == ("passed", "passed", "2/2")
     # a syntax error in the cell that defines coalesce: that exercise is an error, the next cell still ran
     assert table["eve"]["coalesce"].startswith("error: SyntaxError: ")
-    assert table["eve"]["coalesce"].endswith("(cell 1)")
+    assert table["eve"]["coalesce"].endswith("(cell 2)")  # the notebook's second cell, counted from 1
     assert table["eve"]["first_error"] == table["eve"]["coalesce"][len("error: "):]
     assert (table["eve"]["coo_to_csr"], table["eve"]["passed"]) == ("passed", "1/2")
 
@@ -137,8 +139,8 @@ def test_summary_counts_per_exercise_and_per_student(graded_01: tuple[Path, int,
     assert re.search(r"^  coalesce +2 of 5 passed$", printed, re.M)  # ada, dev
     assert re.search(r"^  coo_to_csr +4 of 5 passed$", printed, re.M)  # all but cleo
     assert re.search(r"^  ada +2/2$", printed, re.M)
-    assert re.search(r"^  cleo +0/2 +\(coalesce: timeout; coo_to_csr: timeout; the notebook hit its time limit", printed,
-                     re.M)
+    cleo = r"^  cleo +0/2 +\(coalesce: timeout; coo_to_csr: timeout; the notebook hit its time limit\)$"
+    assert re.search(cleo, printed, re.M)
     assert lines[-1] == f"written: {directory / 'grades.csv'}"
 
 
@@ -213,9 +215,6 @@ def test_report_prints_one_json_verdict(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-m", "sparse_opt.exercises", "grade", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")

@@ -25,7 +25,8 @@ Each student gets one status per exercise:
 - ``not attempted`` (the stub is still there);
 - ``missing`` (the name is not defined in the kernel after the notebook ran);
 - ``error: <type>: <message> (cell N)`` (the name is not defined and the cell
-  that defines it raised, e.g. a syntax error; or the notebook could not be run);
+  that defines it, the notebook's N-th cell counted from 1, markdown included,
+  raised, e.g. a syntax error; or the notebook could not be run);
 - ``timeout`` (the notebook's time limit ran out before the name was defined,
   or the check of the learner's function did not finish in its limit).
 
@@ -203,7 +204,7 @@ def grade_notebook(
     )
     replies: list[Mapping[str, Any] | None] = []
     client.on_cell_executed = lambda cell, cell_index, execute_reply: replies.append(execute_reply)
-    errors: list[tuple[int, str]] = []  # (cell index, "type: message (cell N)")
+    errors: list[tuple[int, str]] = []  # (cell index from 0, "type: message (cell index + 1)")
     wedged = False
 
     def run(cell: Any, index: int, seconds: float) -> str:
@@ -224,7 +225,7 @@ def grade_notebook(
                 outcome = "timeout" if remaining <= 0 else run(cell, index, remaining)
                 for output in cell.get("outputs", []):
                     if output.get("output_type") == "error" and outcome == "ok":
-                        errors.append((index, f"{output.ename}: {_one_line(output.evalue)} (cell {index})"))
+                        errors.append((index, f"{output.ename}: {_one_line(output.evalue)} (cell {index + 1})"))
                         break
                 if outcome != "ok":
                     sub.timed_out = True
