@@ -579,7 +579,7 @@ def format_live(results: Sequence[LiveResult]) -> str:
 
 
 def describe(report: Report) -> str:
-    """The report's headline as one sentence (verdict, or closest reference and first divergence; skips).
+    """The report's headline as one sentence (verdict or closest reference, first divergence, skips, unrun).
 
     >>> print(describe(check(KitAdamLazy)))
     sparse_opt SparseAdamTable(LAZY) implements lazy (13 of 13 scenarios).
@@ -610,6 +610,8 @@ def describe(report: Report) -> str:
                  f"off by {abs(d.got - d.expected) / d.tolerance:.1e} tolerances")
     if skipped:
         text += f"; {len(skipped)} skipped ({', '.join(r.scenario for r in skipped)})"
+    if report.unrun:
+        text += f"; not conclusive: {', '.join(report.unrun)} would tell it apart from other references"
     if report.errors:
         text += f"; errors in {', '.join(report.errors)}"
     return text + "."
