@@ -96,3 +96,85 @@ def test_widgets_display_their_figures_and_are_excused_from_output_comparison(pa
         assert not re.search(r"\binteract(ive)?\(", source), f"{path.name} cell {number}: use interactive_output"
         if "interactive_output(" in source:
             assert IGNORE_OUTPUT in cell["metadata"].get("tags", []), f"{path.name} cell {number}: widget not tagged"
+
+
+# A number printed at rounding level changes with the CPU (numpy's AVX-512, AVX2 and baseline
+# kernels round differently), so nbval's comparison with the stored run fails on another machine.
+# A claim "agrees to rounding" prints the bound it asserts ("less than 1e-14"), never the measured
+# difference. Flagged: a number below ROUNDING_LEVEL in scientific notation, other than a bound
+# (mantissa 1, as in 1e-14, or introduced by below / less than / under / < / tolerance), on a line
+# that compares two results, or in a table whose header or title does.
+ROUNDING_LEVEL = 1e-10
+SCIENTIFIC = re.compile(r"(?<![\w.])[-+]?(\d+(?:\.\d+)?)e[-+]?\d+", re.IGNORECASE)
+COMPARISON = re.compile(r"differ|agree|within|error|off by|deviat|divergen|\|diff\||rounding|relative|residual|mismatch", re.I)
+BOUND_BEFORE = re.compile(r"(below|less than|under|<=?|tolerance|eps\w*\s*=)\s*$", re.IGNORECASE)
+
+
+def rounding_level_numbers(output: str) -> list[str]:
+    """The lines of an output that print a difference at rounding level instead of a bound.
+
+    Parameters
+    ----------
+    output : str
+        One output's text (stream, text/plain, or text/html with the tags removed).
+
+    Returns
+    -------
+    list of str
+        Each offending line, stripped.
+    """
+    flagged, context = [], ""
+    lines = output.splitlines()
+    for number, line in enumerate(lines):
+        if "|" not in line:
+            context = line  # a table's title, or the line itself
+        elif number == 0 or "|" not in lines[number - 1]:
+            context = (lines[number - 1] if number else "") + " " + line  # title and header of the table
+        if not (COMPARISON.search(line) or ("|" in line and COMPARISON.search(context))):
+            continue
+        for match in SCIENTIFIC.finditer(line):
+            value, mantissa = abs(float(match.group())), float(match.group(1))
+            if 0 < value < ROUNDING_LEVEL and mantissa != 1 and not BOUND_BEFORE.search(line[: match.start()]):
+                flagged.append(line.strip())
+                break
+    return flagged
+
+
+def stored_output_texts(path: Path) -> list[tuple[int, str]]:
+    """(code cell number, text) for every stored text output of a notebook."""
+    texts = []
+    for number, cell in enumerate(cells(path, "code"), 1):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            for part in ("".join(out.get("text", "")), "".join(data.get("text/plain", ""))):
+                texts.append((number, part))
+            html = "".join(data.get("text/html", ""))
+            texts.append((number, re.sub(r"<[^>]*>", " ", html)))
+    return texts
+
+
+@pytest.mark.parametrize(
+    ("line", "flagged"),
+    [
+        ("DENSE_EQUIVALENT's m, v and parameter differ from dense Adam's by at most 6.5e-16 (relative).", True),
+        ("log(gain) / gain_learning_rate is within 4.7e-12 of a whole number at every step.", True),
+        ("rank1   : the largest relative error over all 200 steps is 6.8e-16, below 1e-12.", True),
+        ("lr |  max |E_DE - E_dense| / max |E_dense| | max |test loss difference|\n 0.001 |  9.0e-14 |  1.1e-16", True),
+        ("Divergence from dense Adam: median\n rows | LAZY | DENSE_EQUIVALENT\n 87 | 0.22 | 2.6e-15 [2.4e-15, 5.7e-15]", True),
+        ("DENSE_EQUIVALENT's m, v and parameter differ from dense Adam's by less than 1e-14 (relative): rounding.", False),
+        ("log(gain) / gain_learning_rate is within 1e-10 of a whole number at every step: rounding.", False),
+        ("expected -0.7539062494, got -0.7539062491 (|diff| 2.955e-10 > tolerance 4.938e-15)", False),
+        ("the two forms' iterates differ by 0.0e+00 at every step", False),
+        ("step | momentum SGD | EGDD\n  300 |     7.73e-07 |  1.47e-14", False),
+        ("their gbar had decayed to as little as 1.2e-13", False),
+        ("|g| in the row | torch, eps1=1.19e-7 | paper, eps1=1e-30", False),
+    ],
+)
+def test_rounding_level_detector(line: str, flagged: bool):
+    assert bool(rounding_level_numbers(line)) == flagged
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_stored_output_prints_a_difference_at_rounding_level(path: Path):
+    found = [f"code cell {number}: {line}" for number, text in stored_output_texts(path) for line in rounding_level_numbers(text)]
+    assert not found, f"{path.name} prints differences at rounding level (print the bound it asserts):\n" + "\n".join(found)
