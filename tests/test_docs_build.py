@@ -219,9 +219,11 @@ def test_pages_load_mathjax_locally_and_nothing_from_the_network(tmp_path, site)
     page = (out / "w.html").read_text()
     sources = script_sources(page) + script_sources((out / "index.html").read_text())
     assert sources and all(not re.match(r"(https?:)?//", s) for s in sources), sources
-    assert "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe" in sources
+    assert sources.count("mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe,local/offline") == 2
     assert (out / "mathjax" / "MathJax.js").is_file()
     assert (out / "mathjax" / "config" / "TeX-AMS-MML_HTMLorMML-full.js").is_file()
+    assert 'webFont: "STIX-Web"' in (out / "mathjax" / "config" / "local" / "offline.js").read_text()
+    assert (out / "mathjax" / "fonts" / "HTML-CSS" / "STIX-Web" / "woff").is_dir()
     assert "unpkg" not in page and "cdnjs" not in page
     assert "Interactive controls: they need a running kernel" in page and "widget-state+json" not in page
 
