@@ -151,25 +151,23 @@ def test_the_time_limit_bounds_the_run(graded_01: tuple[Path, int, str, float]) 
     assert seconds < 45, seconds
 
 
-def test_a_deleted_exercise_cell_is_missing_and_lessons_choose_the_columns(tmp_path: Path) -> None:
+def test_a_deleted_exercise_cell_is_missing_a_stub_not_attempted_and_lessons_choose_the_columns(
+    tmp_path: Path,
+) -> None:
     nb, (imports, *cells) = exercise_cells("02_sparse_sgd.ipynb")
     names = [name_of(c.source) for c in cells]
     assert names == ["lazy_sgd_step", "sgd_catch_up"]
     write(tmp_path, "finn", nb, [imports.source, answer(cells[0].source, names[0], None)])  # exercise 2 deleted
-    exercises, (finn,) = grading.grade(tmp_path, lessons=["2"], timeout=20, check_timeout=4)
+    write(tmp_path, "gus", nb, [imports.source, *(c.source for c in cells)])  # the notebook as handed out
+    exercises, (finn, gus) = grading.grade(tmp_path, lessons=["2"], timeout=20, check_timeout=4)
     assert exercises == ["lazy_sgd_step", "sgd_catch_up"]
     assert finn.statuses == {"lazy_sgd_step": "passed", "sgd_catch_up": "missing"}
     assert (finn.passed, finn.first_error, finn.timed_out) == (1, None, False)
-    # without --lesson the columns come from what the class's code defines or checks: only lazy_sgd_step here
-    assert grading.exercises_in([tmp_path / "finn.ipynb"]) == ["lazy_sgd_step"]
-
-
-def test_a_stub_left_as_it_is_is_not_attempted(tmp_path: Path) -> None:
-    nb, (imports, *cells) = exercise_cells("02_sparse_sgd.ipynb")
-    write(tmp_path, "gus", nb, [imports.source, *(c.source for c in cells)])  # the notebook as handed out
-    exercises, (gus,) = grading.grade(tmp_path, timeout=20, check_timeout=4)
     assert gus.statuses == {"lazy_sgd_step": "not attempted", "sgd_catch_up": "not attempted"}
     assert gus.first_error is None  # check() reports a stub, it does not raise
+    # without --lesson the columns come from what the class's code defines or checks
+    assert grading.exercises_in([tmp_path / "finn.ipynb"]) == ["lazy_sgd_step"]
+    assert grading.exercises_in([tmp_path / "finn.ipynb", tmp_path / "gus.ipynb"]) == exercises
 
 
 def test_an_unreadable_notebook_is_reported_not_fatal(tmp_path: Path) -> None:
@@ -219,3 +217,19 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.strip() == f"grade: no submissions (*.ipynb) in {str(tmp_path)!r}"
+
+
+def test_a_kernel_that_swallows_the_interrupt_is_given_up_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the loop catches KeyboardInterrupt, so the kernel never answers again: every exercise is a timeout and the
+    # kernel is shut down, in bounded time, instead of the grader waiting for ever
+    monkeypatch.setattr(grading, "RECOVER_SECONDS", 2)
+    monkeypatch.setattr(grading, "IOPUB_SECONDS", 1)
+    loop = "import time\n\n\ndef coalesce(indices, values):\n    return indices, values\n\n\nwhile True:\n" \
+           "    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass"
+    write(tmp_path, "ivy", nbformat.v4.new_notebook(), [loop])
+    started = time.monotonic()
+    exercises, (ivy,) = grading.grade(tmp_path, lessons=["01"], timeout=2, check_timeout=2)
+    assert ivy.statuses == {"coalesce": "timeout", "coo_to_csr": "timeout"} and ivy.timed_out
+    assert time.monotonic() - started < 30

@@ -65,6 +65,10 @@ _TIMEOUT = "sparse_opt.grade.Timeout"
 #: Seconds a kernel may take to answer after it was interrupted at the time limit.
 RECOVER_SECONDS = 10
 
+#: Seconds to wait for a cell's last output after its reply (nbclient's ``iopub_timeout``; a cell that hit its
+#: time limit waits this long too).
+IOPUB_SECONDS = 4
+
 
 @dataclass
 class Submission:
@@ -200,6 +204,7 @@ def grade_notebook(
     client = NotebookClient(
         notebook, kernel_name=kernel_name, allow_errors=True, timeout=None, shutdown_kernel="immediate",
         interrupt_on_timeout=True, error_on_timeout={"ename": _TIMEOUT, "evalue": "", "traceback": []},
+        iopub_timeout=IOPUB_SECONDS,
         resources={"metadata": {"path": str(path.parent.resolve())}},
     )
     replies: list[Mapping[str, Any] | None] = []
