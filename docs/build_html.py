@@ -23,6 +23,7 @@ refused with a message naming the cell, and nothing is written.
 from __future__ import annotations
 
 import html
+import re
 import shutil
 import sys
 from collections.abc import Sequence
@@ -55,9 +56,11 @@ MATHJAX_LOCAL_CONFIG = r"""MathJax.Hub.Config({
 });
 MathJax.Ajax.loadComplete("[MathJax]/config/local/offline.js");
 """
-#: What a paragraph that is not prose starts with: a heading, a list, a label such as
-#: "**What you will be able to do**", a quote, a table, display math or code.
-NOT_PROSE = ("#", "* ", "- ", "+ ", "**", ">", "|", "$$", "```")
+#: What a paragraph that is not prose starts with: a heading, a list, a quote, a table,
+#: display math or code.
+NOT_PROSE = ("#", "* ", "- ", "+ ", ">", "|", "$$", "```")
+#: A label paragraph: "**What you will be able to do**", "**What it assumes**: ...", "**Sections.** ...".
+LABEL = re.compile(r"\*\*[^*]*[.:]\*\*|\*\*[^*]*\*\*\s*(:|$)")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = (
     "<p><em>Interactive controls: they need a running kernel."
@@ -134,9 +137,10 @@ def _paragraphs(source: str) -> list[str]:
 def title_and_summary(nb: nbformat.NotebookNode) -> tuple[str, str]:
     """The notebook's first heading and the first prose paragraph of its cell, both as Markdown.
 
-    A paragraph is prose unless it starts like a heading, a list, a bold label,
-    a quote, a table, display math or code (:data:`NOT_PROSE`); if the cell has
-    none, its first paragraph after the heading is taken.
+    A paragraph is prose unless it starts like a heading, a list, a quote, a
+    table, display math or code (:data:`NOT_PROSE`) or is a bold label
+    (:data:`LABEL`); if the cell has none, its first paragraph after the heading
+    is taken.
     """
     for cell in nb.cells:
         if cell.cell_type != "markdown":
@@ -148,7 +152,7 @@ def title_and_summary(nb: nbformat.NotebookNode) -> tuple[str, str]:
             after = ["\n".join(rest).strip()] if rest else []
             after += blocks[1:]
             after = [b for b in after if b]
-            prose = [b for b in after if not b.startswith(NOT_PROSE)]
+            prose = [b for b in after if not b.startswith(NOT_PROSE) and not LABEL.match(b)]
             return title, (prose or after or [""])[0]
     return "(untitled)", ""
 

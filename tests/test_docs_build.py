@@ -190,6 +190,15 @@ def test_execution_counts_must_be_one_run_in_order(tmp_path, site, counts, first
     site.check_complete_run(nbformat.read(notebook(path, [("md", "# N"), "x = 1", "y = 2", "z = 3"]), 4), "n.ipynb")
 
 
+def test_the_summary_is_the_first_prose_paragraph(site):
+    """Labels ("**What it assumes**: ...", "**Sections.** ...") and lists are skipped; bold-led prose is not."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        "# 06 · EGDD\n\n**What you will be able to do**\n\n* item\n\n**What it assumes**: momentum.\n\n"
+        "**Sections.** 1 A · 2 B\n\n```\ncode\n```\n\n**EGDD** (a rule) tunes its own step sizes.\n\nLater."
+    )])
+    assert site.title_and_summary(nb) == ("06 · EGDD", "**EGDD** (a rule) tunes its own step sizes.")
+
+
 def test_index_summaries_are_rendered_markdown(site):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
         "# 01 · Sparse gradients in `sparse_opt`\n\n**What you will be able to do**\n\n* a list item\n\n"
