@@ -95,8 +95,9 @@ def graded_01(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str,
     planted_class_01(directory)
     started = time.monotonic()
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        status = main(["grade", str(directory), "--timeout", "8", "--check-timeout", "3"])
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(grading, "IOPUB_SECONDS", 1)  # how long a timed-out cell waits for its last output
+        status = main(["grade", str(directory), "--timeout", "6", "--check-timeout", "3"])
     return directory, status, printed.getvalue(), time.monotonic() - started
 
 
@@ -145,7 +146,7 @@ def test_summary_counts_per_exercise_and_per_student(graded_01: tuple[Path, int,
 
 
 def test_the_time_limit_bounds_the_run(graded_01: tuple[Path, int, str, float]) -> None:
-    # cleo's notebook stops at its 8 s limit (+ the interrupt) and her loop's check at 3 s; the others take a
+    # cleo's notebook stops at its 6 s limit (+ the interrupt) and her loop's check at 3 s; the others take a
     # few seconds each. Without the limits the loop would never return.
     _, _, _, seconds = graded_01
     assert seconds < 45, seconds
@@ -219,17 +220,20 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
     assert done.stderr.strip() == f"grade: no submissions (*.ipynb) in {str(tmp_path)!r}"
 
 
-def test_a_kernel_that_swallows_the_interrupt_is_given_up_not_waited_for(
+def test_a_kernel_that_swallows_the_interrupt_or_dies_is_reported_in_bounded_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the loop catches KeyboardInterrupt, so the kernel never answers again: every exercise is a timeout and the
-    # kernel is shut down, in bounded time, instead of the grader waiting for ever
+    # ivy's loop catches KeyboardInterrupt, so her kernel never answers again: every exercise is a timeout and
+    # the kernel is shut down instead of the grader waiting for ever. jay's second cell kills his kernel.
     monkeypatch.setattr(grading, "RECOVER_SECONDS", 2)
     monkeypatch.setattr(grading, "IOPUB_SECONDS", 1)
     loop = "import time\n\n\ndef coalesce(indices, values):\n    return indices, values\n\n\nwhile True:\n" \
            "    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass"
     write(tmp_path, "ivy", nbformat.v4.new_notebook(), [loop])
+    write(tmp_path, "jay", nbformat.v4.new_notebook(), [ex.solution("coalesce"), "import os\n\nos._exit(1)"])
     started = time.monotonic()
-    exercises, (ivy,) = grading.grade(tmp_path, lessons=["01"], timeout=2, check_timeout=2)
+    exercises, (ivy, jay) = grading.grade(tmp_path, lessons=["01"], timeout=2, check_timeout=2)
     assert ivy.statuses == {"coalesce": "timeout", "coo_to_csr": "timeout"} and ivy.timed_out
-    assert time.monotonic() - started < 30
+    assert jay.first_error == "the kernel died in cell 2: Kernel died"
+    assert jay.statuses == {name: "error: " + jay.first_error for name in exercises}
+    assert time.monotonic() - started < 35

@@ -211,6 +211,7 @@ def grade_notebook(
     client.on_cell_executed = lambda cell, cell_index, execute_reply: replies.append(execute_reply)
     errors: list[tuple[int, str]] = []  # (cell index from 0, "type: message (cell index + 1)")
     wedged = False
+    where = "while the kernel started"
 
     def run(cell: Any, index: int, seconds: float) -> str:
         """Execute one cell: 'ok', 'timeout' (interrupted at the limit, the kernel answers again) or 'wedged'."""
@@ -226,6 +227,7 @@ def grade_notebook(
         with client.setup_kernel():
             deadline = time.monotonic() + timeout
             for index, cell in _code_cells(notebook):
+                where = f"in cell {index + 1}"
                 remaining = deadline - time.monotonic()
                 outcome = "timeout" if remaining <= 0 else run(cell, index, remaining)
                 for output in cell.get("outputs", []):
@@ -239,6 +241,7 @@ def grade_notebook(
                 if wedged:
                     sub.statuses[name] = "timeout"
                     continue
+                where = f"while checking {name}"
                 check_cell = _new_cell(f"import sparse_opt.exercises.grade\n{_REPORT}(globals(), {name!r})")
                 outcome = run(check_cell, -1, check_timeout)
                 verdict = _verdict(check_cell)
@@ -251,7 +254,7 @@ def grade_notebook(
                 else:
                     sub.statuses[name] = _undefined_status(name, notebook, errors, sub.timed_out)
     except DeadKernelError as err:
-        message = f"the kernel died: {_one_line(str(err))}"
+        message = f"the kernel died {where}: {_one_line(str(err))}"
         errors.append((-1, message))
         for name in exercises:
             sub.statuses.setdefault(name, f"error: {message}")
