@@ -68,13 +68,12 @@ def notebook(path: Path, cells: list, counts: list | None = None, metadata: dict
     return path
 
 
-def run_guarded(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run ``argv`` in its own process group with output to files (a kernel left behind holds no pipe open).
+def run_guarded(argv: list[str], timeout: float, logs: Path) -> subprocess.CompletedProcess:
+    """Run ``argv`` in its own process group, output to files in ``logs`` (a kernel left behind holds no pipe open).
 
     A run still going after ``timeout`` seconds is killed, group and kernels with it, and the test fails.
     """
-    out_dir = Path(os.environ.get("TMPDIR", "/tmp"))
-    with open(out_dir / f"docs-build-{os.getpid()}.out", "w+") as out, open(out_dir / f"docs-build-{os.getpid()}.err", "w+") as err:
+    with open(logs / "run.out", "w+") as out, open(logs / "run.err", "w+") as err:
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, start_new_session=True, cwd=ROOT)
         try:
             proc.wait(timeout=timeout)
@@ -134,7 +133,7 @@ def test_a_large_figure_in_an_output_widget_does_not_stall_the_export(tmp_path, 
     """It used to wait the whole 600 s cell timeout (notebook 01's hang); the limit here is far below that."""
     nb = notebook(tmp_path / "widget.ipynb", [BIG_SVG_IN_OUTPUT_WIDGET, FIGURE])
     out = tmp_path / "figures"
-    run = run_guarded([sys.executable, "docs/export_figures.py", "--time-limit", "90", str(out), str(nb)], timeout=150)
+    run = run_guarded([sys.executable, "docs/export_figures.py", "--time-limit", "90", str(out), str(nb)], 150, tmp_path)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out.iterdir()) == ["widget-01.png", "widget-01.svg"]
     assert "widget.ipynb: 2 files" in run.stdout
@@ -146,7 +145,7 @@ def test_a_notebook_past_its_limit_or_failing_is_reported_and_the_others_exporte
     good = notebook(tmp_path / "good.ipynb", [FIGURE])
     out = tmp_path / "figures"
     argv = [sys.executable, "docs/export_figures.py", "--time-limit", "20", str(out), str(sleepy), str(broken), str(good)]
-    run = run_guarded(argv, timeout=150)  # the sleeping kernel must be shut down, not left holding the run
+    run = run_guarded(argv, 150, tmp_path)  # the sleeping kernel must be shut down, not left holding the run
     assert run.returncode == 1
     assert "FAILED sleepy.ipynb: still running after its time limit of 20 s, at cell 1 ('import time')" in run.stderr
     assert "FAILED broken.ipynb: failed at cell 1 ('1 / 0'): ZeroDivisionError: division by zero" in run.stderr
