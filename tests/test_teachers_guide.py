@@ -64,8 +64,8 @@ def answers(section: str) -> dict[int, str]:
 
 
 def test_every_lesson_has_a_section_and_a_questions_list() -> None:
-    assert LESSONS == [f"{k:02d}" for k in range(9)]
-    assert sorted(guide_sections()) == LESSONS
+    assert LESSONS[:9] == [f"{k:02d}" for k in range(9)]
+    assert sorted(guide_sections()) == LESSONS, "docs/teachers.md needs a '## Lesson NN' section per notebook"
     for notebook in NOTEBOOKS:
         assert questions(notebook), f"{notebook.name} has no numbered Questions"
 

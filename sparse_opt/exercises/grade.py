@@ -26,7 +26,8 @@ Each student gets one status per exercise:
 - ``missing`` (the name is not defined in the kernel after the notebook ran);
 - ``error: <type>: <message> (cell N)`` (the name is not defined and the cell
   that defines it, the notebook's N-th cell counted from 1, markdown included,
-  raised, e.g. a syntax error; or the notebook could not be run);
+  raised, e.g. a syntax error; or the notebook could not be read or run, or
+  its kernel died);
 - ``timeout`` (the notebook's time limit ran out before the name was defined,
   or the check of the learner's function did not finish in its limit).
 
