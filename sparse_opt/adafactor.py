@@ -75,8 +75,16 @@ from typing import Any
 import numpy as np
 
 from sparse_opt._arrays import INT64_MAX
+from sparse_opt._rates import LearningRate
 from sparse_opt._state import Entry, Stateful, counter, float_array
-from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_new_state, check_scalar
+from sparse_opt._validation import (
+    as_param_list,
+    check_bool,
+    check_dense_grads,
+    check_lr,
+    check_new_state,
+    check_scalar,
+)
 
 
 def _norm(x: np.ndarray, axis: int | None = None) -> np.ndarray:
@@ -211,9 +219,11 @@ class Adafactor(Stateful):
     params : ndarray or list of ndarray
         Writeable, C-contiguous float32/float64 arrays of any number of
         dimensions (at least one element each), updated in place.
-    lr : float
+    lr : float or callable
         ``>= 0``. Cap of the relative step size ``rho`` and coefficient of the
-        weight decay. Default 1e-2.
+        weight decay. Default 1e-2. Or a schedule ``t -> lr_t`` of the global
+        step ``t`` (the number of ``step`` calls, :attr:`step_count`), as
+        torch's Adafactor under ``LambdaLR``.
     beta2_decay : float
         ``<= 0``. ``1 - beta2_t = t**beta2_decay``. Default -0.8.
     eps : (float or None, float)
@@ -248,8 +258,9 @@ class Adafactor(Stateful):
 
     Notes
     -----
-    ``state_dict()`` keys: ``lr``, ``beta2_decay``, ``eps1`` (NaN for ``None``),
-    ``eps2``, ``d``, ``weight_decay``, ``maximize``, ``num_params``, and per
+    ``state_dict()`` keys: ``lr`` (a schedule as its repr, or ``"callable"``),
+    ``beta2_decay``, ``eps1`` (NaN for ``None``), ``eps2``, ``d``,
+    ``weight_decay``, ``maximize``, ``num_params``, ``step_count``, and per
     parameter ``i``: ``param.{i}.step`` and ``param.{i}.row_var`` /
     ``param.{i}.col_var`` or ``param.{i}.variance``. A step that would make a
     statistic non-finite is refused before anything changes.
@@ -274,7 +285,8 @@ class Adafactor(Stateful):
         weight_decay: float = 0.0,
         maximize: bool = False,
     ) -> None:
-        self.lr = check_scalar("lr", lr, low=0.0)
+        self.lr = check_lr(lr)
+        self._lr = LearningRate(self.lr)
         self.beta2_decay = check_scalar("beta2_decay", beta2_decay, high=0.0)
         if not isinstance(eps, (tuple, list)) or len(eps) != 2:
             raise TypeError(f"eps must be a pair (eps1 or None, eps2), got {eps!r}")
@@ -288,6 +300,8 @@ class Adafactor(Stateful):
             if p.size == 0:
                 raise ValueError(f"params[{i}] has shape {p.shape}: Adafactor needs at least one element")
         self.state: list[dict[str, Any]] = [{"step": 0, **_zero_state(p)} for p in self.params]
+        #: ``step`` calls so far (the global step of a schedule; each parameter also counts its own steps).
+        self.step_count = 0
 
     @property
     def eps(self) -> tuple[float | None, float]:
@@ -315,6 +329,9 @@ class Adafactor(Stateful):
         """
         arrays = [a for state in self.state for key, a in state.items() if key != "step"]
         checked = check_dense_grads(grads, self.params, state=arrays)
+        if self.step_count >= INT64_MAX:
+            raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
+        lr = self._lr.at(self.step_count + 1)  # checked before anything changes
         updates: list[tuple[int, np.ndarray, dict[str, np.ndarray]] | None] = []
         for i, (p, g, state) in enumerate(zip(self.params, checked, self.state)):
             if g is None:
@@ -327,7 +344,7 @@ class Adafactor(Stateful):
                 g,
                 state["step"] + 1,
                 state,
-                lr=self.lr,
+                lr=lr,
                 beta2_decay=self.beta2_decay,
                 eps1=float(np.finfo(p.dtype).eps) if self.eps1 is None else self.eps1,
                 eps2=self.eps2,
@@ -343,11 +360,12 @@ class Adafactor(Stateful):
                 step, new_param, new_state = update
                 p[...] = new_param
                 state.update(new_state, step=step)
+        self.step_count += 1
 
     def _config(self) -> dict[str, Any]:
         """Hyperparameters as state_dict entries (``eps1=None`` stored as NaN)."""
         return {
-            "lr": self.lr,
+            "lr": self._lr.config_value(),
             "beta2_decay": self.beta2_decay,
             "eps1": math.nan if self.eps1 is None else self.eps1,
             "eps2": self.eps2,
@@ -359,7 +377,7 @@ class Adafactor(Stateful):
 
     def _state_entries(self) -> list[Entry]:
         """Per parameter ``i``: ``param.{i}.step`` and ``param.{i}.row_var``/``col_var`` or ``.variance`` (>= 0)."""
-        entries = []
+        entries = [counter("step_count")]
         for i, state in enumerate(self.state):
             entries.append(counter(f"param.{i}.step"))
             for key, value in state.items():
@@ -368,9 +386,11 @@ class Adafactor(Stateful):
         return entries
 
     def _state_values(self) -> dict[str, Any]:
-        return {f"param.{i}.{key}": value for i, state in enumerate(self.state) for key, value in state.items()}
+        per_param = {f"param.{i}.{key}": value for i, state in enumerate(self.state) for key, value in state.items()}
+        return {"step_count": self.step_count, **per_param}
 
     def _adopt_state(self, loaded: dict[str, Any]) -> None:
+        self.step_count = loaded["step_count"]
         self.state = [
             {key: loaded[f"param.{i}.{key}"] for key in state} for i, state in enumerate(self.state)
         ]

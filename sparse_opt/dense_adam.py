@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from sparse_opt._arrays import INT64_MAX
+from sparse_opt._rates import LearningRate
 from sparse_opt._state import Entry, Stateful, counter, float_array
 from sparse_opt._validation import (
-    check_decoupled_decay,
     check_dense_grads,
+    check_lr,
     check_new_state,
     check_param_array,
     check_scalar,
@@ -40,8 +41,10 @@ class DenseAdam(Stateful):
     ----------
     params : ndarray, float32 or float64
         Updated in place (the caller's array).
-    lr : float
-        Learning rate, ``>= 0``.
+    lr : float or callable
+        Learning rate, ``>= 0``, or a schedule ``t -> lr_t`` of the 1-based step
+        (:mod:`sparse_opt.schedules`): step ``t`` uses ``lr_t`` for its update
+        and its decay, as torch's Adam(W) under ``LambdaLR``.
     beta1, beta2 : float
         In ``[0, 1)``.
     eps : float
@@ -79,12 +82,12 @@ class DenseAdam(Stateful):
         weight_decay: float = 0.0,
     ) -> None:
         self.params = check_param_array(params, None, "params")
-        self.lr = check_scalar("lr", lr, low=0.0)
+        self.lr = check_lr(lr)
         self.beta1 = check_scalar("beta1", beta1, low=0.0, high=1.0, high_open=True)
         self.beta2 = check_scalar("beta2", beta2, low=0.0, high=1.0, high_open=True)
         self.eps = check_scalar("eps", eps, low=0.0)
         self.weight_decay = check_scalar("weight_decay", weight_decay, low=0.0)
-        check_decoupled_decay(self.lr, self.weight_decay)
+        self._lr = LearningRate(self.lr, self.weight_decay)  # a constant lr * weight_decay <= 1
         self.m = np.zeros_like(self.params)
         self.v = np.zeros_like(self.params)
         self.step_count = 0
@@ -104,6 +107,7 @@ class DenseAdam(Stateful):
         if self.step_count >= INT64_MAX:
             raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
         t = self.step_count + 1
+        lr = self._lr.at(t)  # checked before anything changes
         if self._buffers is None:  # kept, not allocated per step: fresh table-sized arrays page-fault every step
             self._buffers = (np.empty_like(self.v), np.empty_like(self.params))
         v, work = self._buffers
@@ -119,17 +123,23 @@ class DenseAdam(Stateful):
         self.m += np.multiply(g, 1.0 - self.beta1, out=work)  # m = beta1 * m + (1 - beta1) * g
         with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
             if self.weight_decay:
-                self.params *= 1.0 - self.lr * self.weight_decay
+                self.params *= 1.0 - lr * self.weight_decay
             denom = np.sqrt(v, out=work)
             denom /= math.sqrt(1.0 - self.beta2**t)
             denom += self.eps
             update = np.divide(self.m, denom, out=work)
-            update *= self.lr / (1.0 - self.beta1**t)
+            update *= lr / (1.0 - self.beta1**t)
             self.params -= update
         self.step_count = t
 
-    def _config(self) -> dict[str, float]:
-        return {"lr": self.lr, "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps, "weight_decay": self.weight_decay}
+    def _config(self) -> dict[str, float | str]:
+        return {
+            "lr": self._lr.config_value(),
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+        }
 
     def _state_entries(self) -> list[Entry]:
         return [counter("step_count"), float_array("m", self.m), float_array("v", self.v, nonnegative=True)]

@@ -11,14 +11,22 @@ update, :class:`EGDD` the optimizer over a list of parameters.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from sparse_opt._arrays import INT64_MAX
+from sparse_opt._rates import LearningRate
 from sparse_opt._state import Entry, Stateful, counter, float_array
-from sparse_opt._validation import as_param_list, check_bool, check_dense_grads, check_new_state, check_scalar
+from sparse_opt._validation import (
+    as_param_list,
+    check_bool,
+    check_dense_grads,
+    check_lr,
+    check_new_state,
+    check_scalar,
+)
 
 __all__ = ["EGDD", "EGDDHyperParams", "EGDDUpdate", "egdd_update"]
 
@@ -149,8 +157,10 @@ class EGDD(Stateful):
         writeable, C-contiguous, float32 or float64, any number of dimensions
         (0-d included; lingvo refuses 0-d variables, here they behave like a
         1-element vector). All arithmetic is done in each parameter's dtype.
-    learning_rate : float
-        ``>= 0``. Multiplies ``gain * g`` in the momentum update.
+    learning_rate : float or callable
+        ``>= 0``. Multiplies ``gain * g`` in the momentum update. Or a schedule
+        ``t -> lr_t`` of the global step ``t`` (the number of ``step`` calls,
+        :attr:`step_count`; lingvo feeds the optimizer its learning rate per step).
     momentum : float
         ``>= 0``. Decay of the momentum buffer.
     beta : float, default 0.9
@@ -203,9 +213,11 @@ class EGDD(Stateful):
       at ``2**24``); here ``lr_scale`` has the parameter's dtype and ``counter`` is
       an exact int. Float32 trajectories agree with lingvo's to rounding.
     - lingvo accepts any option values and tensors or callables as rates; here
-      the options are plain numbers checked as above.
+      the options are plain numbers checked as above, and ``learning_rate``
+      may also be a schedule of the global step.
 
-    ``state_dict()`` holds the 13 options and ``num_params``, then per parameter
+    ``state_dict()`` holds the 13 options (a schedule as its repr, or
+    ``"callable"``), ``num_params`` and ``step_count``, then per parameter
     ``i`` ``param.{i}.momentum``, ``param.{i}.gbar``, ``param.{i}.gain``,
     ``param.{i}.lr_scale`` (0-d) and ``param.{i}.counter``; ``load_state_dict``
     refuses non-finite values and negative gains or scales.
@@ -230,7 +242,7 @@ class EGDD(Stateful):
     def __init__(
         self,
         params: np.ndarray | Sequence[np.ndarray],
-        learning_rate: float,
+        learning_rate: float | Callable[[int], float],
         momentum: float,
         beta: float = 0.9,
         gain_learning_rate: float = 0.01,
@@ -246,7 +258,7 @@ class EGDD(Stateful):
     ) -> None:
         self.params = as_param_list(params)
         self.hyper_params = EGDDHyperParams(
-            learning_rate=check_scalar("learning_rate", learning_rate, low=0.0),
+            learning_rate=check_lr(learning_rate, "learning_rate"),  # type: ignore[arg-type]
             momentum=check_scalar("momentum", momentum, low=0.0),
             beta=check_scalar("beta", beta, low=0.0, high=1.0, high_open=True),
             gain_learning_rate=check_scalar("gain_learning_rate", gain_learning_rate, low=0.0),
@@ -261,6 +273,9 @@ class EGDD(Stateful):
             use_signs=check_bool("use_signs", use_signs),
         )
         _check_hyper_params(self.hyper_params, self.params)
+        self._lr = LearningRate(learning_rate, name="learning_rate")
+        #: ``step`` calls so far (the global step of a schedule; each parameter also counts its own updates).
+        self.step_count = 0
         hp = self.hyper_params
         self.state: list[dict[str, np.ndarray | int]] = [
             {
@@ -293,6 +308,9 @@ class EGDD(Stateful):
         """
         arrays = [s[k] for s in self.state for k in ("momentum", "gbar", "gain", "lr_scale")]
         checked = check_dense_grads(grads, self.params, state=arrays)
+        if self.step_count >= INT64_MAX:
+            raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
+        hp = dataclasses.replace(self.hyper_params, learning_rate=self._lr.at(self.step_count + 1))  # checked first
         updates: list[EGDDUpdate | None] = []
         for i, (p, g, s) in enumerate(zip(self.params, checked, self.state)):
             if g is None:
@@ -300,7 +318,7 @@ class EGDD(Stateful):
                 continue
             if s["counter"] >= INT64_MAX:
                 raise ValueError(f"params[{i}] has taken 2**63 - 1 steps, the most an int64 counter counts")
-            u = egdd_update(p, g, **{k: s[k] for k in _SLOTS}, hp=self.hyper_params)
+            u = egdd_update(p, g, **{k: s[k] for k in _SLOTS}, hp=hp)
             for key in ("momentum", "gbar", "gain", "lr_scale"):
                 check_new_state(f"params[{i}] {key}", np.asarray(getattr(u, key)))
             updates.append(u)
@@ -311,13 +329,15 @@ class EGDD(Stateful):
             for key in ("momentum", "gbar", "gain", "lr_scale"):
                 s[key][...] = getattr(u, key)
             s["counter"] = u.counter
+        self.step_count += 1
 
-    def _config(self) -> dict[str, float | bool | int]:
-        return {**dataclasses.asdict(self.hyper_params), "num_params": len(self.params)}
+    def _config(self) -> dict[str, float | bool | int | str]:
+        config = {**dataclasses.asdict(self.hyper_params), "num_params": len(self.params)}
+        return {**config, "learning_rate": self._lr.config_value()}
 
     def _state_entries(self) -> list[Entry]:
         """Per parameter ``i``: ``param.{i}.momentum``, ``.gbar``, ``.gain`` (> 0), ``.lr_scale`` (0-d, > 0), ``.counter``."""
-        entries = []
+        entries = [counter("step_count")]
         for i, s in enumerate(self.state):
             entries += [float_array(f"param.{i}.{key}", s[key]) for key in ("momentum", "gbar")]
             entries += [float_array(f"param.{i}.{key}", s[key], nonnegative=True) for key in ("gain", "lr_scale")]
@@ -325,9 +345,11 @@ class EGDD(Stateful):
         return entries
 
     def _state_values(self) -> dict[str, object]:
-        return {f"param.{i}.{key}": s[key] for i, s in enumerate(self.state) for key in _SLOTS}
+        per_param = {f"param.{i}.{key}": s[key] for i, s in enumerate(self.state) for key in _SLOTS}
+        return {"step_count": self.step_count, **per_param}
 
     def _adopt_state(self, loaded: dict[str, object]) -> None:
+        self.step_count = loaded["step_count"]  # type: ignore[assignment]
         self.state = [{key: loaded[f"param.{i}.{key}"] for key in _SLOTS} for i in range(len(self.params))]
 
 

@@ -32,15 +32,17 @@ beside torch 2.13 here).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sparse_opt._gather import gather, scatter
+from sparse_opt._rates import LearningRate
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
-from sparse_opt._validation import check_bool, check_new_state, check_scalar
+from sparse_opt._validation import check_bool, check_lr, check_new_state, check_scalar
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,12 @@ class SparseAdagradConfig:
 
     Parameters
     ----------
-    lr : float
-        Learning rate, ``>= 0``.
+    lr : float or callable
+        Learning rate, ``>= 0``, or a schedule ``t -> lr_t`` of the 1-based
+        global step (:mod:`sparse_opt.schedules`).
     lr_decay : float
-        ``>= 0``; the rate at global step ``t`` is ``lr / (1 + (t - 1) * lr_decay)``.
+        ``>= 0``; the rate at global step ``t`` is ``lr_t / (1 + (t - 1) * lr_decay)``
+        (torch's ``lr_decay`` on top of a ``LambdaLR`` schedule).
     eps : float
         ``>= 0``, added to ``sqrt(sum)``.
     initial_accumulator_value : float
@@ -69,7 +73,7 @@ class SparseAdagradConfig:
     True
     """
 
-    lr: float = 1e-2
+    lr: float | Callable[[int], float] = 1e-2
     lr_decay: float = 0.0
     eps: float = 1e-10
     initial_accumulator_value: float = 0.0
@@ -77,7 +81,7 @@ class SparseAdagradConfig:
     rowwise: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
+        object.__setattr__(self, "lr", check_lr(self.lr))
         object.__setattr__(self, "lr_decay", check_scalar("lr_decay", self.lr_decay, low=0.0))
         object.__setattr__(self, "eps", check_scalar("eps", self.eps, low=0.0))
         value = check_scalar("initial_accumulator_value", self.initial_accumulator_value, low=0.0)
@@ -85,9 +89,9 @@ class SparseAdagradConfig:
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
         object.__setattr__(self, "rowwise", check_bool("rowwise", self.rowwise))
 
-    def as_dict(self) -> dict[str, float | bool]:
-        """The fields as plain Python scalars."""
-        return config_scalars(self)
+    def as_dict(self) -> dict[str, float | bool | str]:
+        """The fields as plain Python scalars (a schedule as :mod:`sparse_opt._rates` says)."""
+        return {**config_scalars(self), "lr": LearningRate(self.lr).config_value()}
 
 
 def sparse_adagrad_update(
@@ -171,6 +175,7 @@ class SparseAdagrad(SparseOptimizer):
             raise ValueError("rowwise=True needs a table (SparseAdagradTable): a 1-D parameter has no rows")
         shape = self.params.shape[:1] if self.config.rowwise else self.params.shape
         self.sum = np.full(shape, self.config.initial_accumulator_value, dtype=self.params.dtype)
+        self._lr = LearningRate(self.config.lr)
 
     def _why_no_catch_up(self) -> str:
         return (
@@ -181,7 +186,7 @@ class SparseAdagrad(SparseOptimizer):
     def _apply(self, target: Target, step: int) -> None:
         c = self.config
         if c.rowwise and not target.by_rows:
-            _rowwise_partial(self.params, self.sum, target, step, c)
+            _rowwise_partial(self.params, self.sum, target, step, c, self._lr.at(step))
             return
         sparse_adagrad_update(
             addressed(self.params, target.by_rows),
@@ -189,7 +194,7 @@ class SparseAdagrad(SparseOptimizer):
             target.index,
             target.grad,
             step=step,
-            lr=c.lr,
+            lr=self._lr.at(step),  # checked before anything changes
             lr_decay=c.lr_decay,
             eps=c.eps,
             maximize=c.maximize,
@@ -209,7 +214,9 @@ class SparseAdagrad(SparseOptimizer):
         self.sum, self.step_count = loaded["sum"], loaded["step_count"]
 
 
-def _rowwise_partial(params: np.ndarray, state_sum: np.ndarray, target: Target, step: int, c: SparseAdagradConfig) -> None:
+def _rowwise_partial(
+    params: np.ndarray, state_sum: np.ndarray, target: Target, step: int, c: SparseAdagradConfig, lr: float
+) -> None:
     """Row-wise Adagrad for a gradient with incomplete rows: per row, the mean of ``g**2`` over all columns."""
     cols = params.shape[1]
     rows, first, counts = np.unique(target.index // cols, return_index=True, return_counts=True)
@@ -217,7 +224,7 @@ def _rowwise_partial(params: np.ndarray, state_sum: np.ndarray, target: Target, 
     with np.errstate(all="ignore"):  # a non-finite accumulator is refused below, before anything is written
         s = state_sum[rows] + np.add.reduceat(g * g, first) / cols
     check_new_state("sum", s, rows, "table row", nonnegative=True)
-    clr = c.lr / (1.0 + (step - 1) * c.lr_decay)
+    clr = lr / (1.0 + (step - 1) * c.lr_decay)
     multiplier = np.repeat(clr / (np.sqrt(s) + c.eps), counts)
     flat = params.reshape(-1)
     flat[target.index] = flat[target.index] - multiplier * g

@@ -29,12 +29,18 @@ coordinate. Without momentum ``M**k`` is ``(1 - lr*wd)**k``.
 ``DORMANCY_DECAY`` is refused for SGD: it is Adam's moment rule and has no SGD
 analogue.
 
+Under a learning-rate schedule (``lr`` a callable ``t -> lr_t``) each step
+uses its own rate; a dormant step ``j`` is ``M_j`` with ``lr_j``, and a gap is
+the ordered product ``M_t ... M_{s+1}``, formed once per distinct last step
+(multiplied in pairs: O(gap) per distinct last step, float64).
+
 Source: ``torch.optim.SGD`` (``torch/optim/sgd.py``, ``_single_tensor_sgd``);
 the catch-up is this kit's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +48,11 @@ import numpy as np
 
 from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
+from sparse_opt._rates import DECAY_BLOCK, LearningRate
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._step_record import as_column
-from sparse_opt._validation import check_bool, check_new_state, check_scalar
+from sparse_opt._validation import check_bool, check_lr, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
 
 
@@ -55,8 +62,9 @@ class SparseSgdConfig:
 
     Parameters
     ----------
-    lr : float
-        Learning rate, ``>= 0``.
+    lr : float or callable
+        Learning rate, ``>= 0``, or a schedule ``t -> lr_t`` of the 1-based
+        global step (:mod:`sparse_opt.schedules`).
     weight_decay : float
         Coupled L2 coefficient added to the gradient, ``>= 0``.
     momentum : float
@@ -74,14 +82,14 @@ class SparseSgdConfig:
     'DENSE_EQUIVALENT'
     """
 
-    lr: float
+    lr: float | Callable[[int], float]
     weight_decay: float = 0.0
     momentum: float = 0.0
     maximize: bool = False
     mode: LazyMode = LazyMode.LAZY
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lr", check_scalar("lr", self.lr, low=0.0))
+        object.__setattr__(self, "lr", check_lr(self.lr))
         object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
         object.__setattr__(self, "momentum", check_scalar("momentum", self.momentum, low=0.0))
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
@@ -93,8 +101,8 @@ class SparseSgdConfig:
         object.__setattr__(self, "mode", mode)
 
     def as_dict(self) -> dict[str, float | bool | str]:
-        """The fields as plain Python scalars (``mode`` as its string value)."""
-        return config_scalars(self)
+        """The fields as plain Python scalars (``mode`` as its string value, a schedule as :mod:`sparse_opt._rates` says)."""
+        return {**config_scalars(self), "lr": LearningRate(self.lr).config_value()}
 
 
 def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: float) -> tuple[np.ndarray, ...]:
@@ -115,26 +123,61 @@ def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: 
     return dd_matpow2(m, k)
 
 
+def sgd_scheduled_map(
+    starts: np.ndarray, through: int, *, rates: LearningRate, weight_decay: float, momentum: float
+) -> tuple[np.ndarray, ...]:
+    """``M_through ... M_{s+1}`` for each ``s`` in ``starts`` under a schedule: ``(a, b, c, d)``, float64.
+
+    ``M_j = [[1 - lr_j*wd, -lr_j*mu], [wd, mu]]``. The factors of a gap are
+    multiplied in pairs (later times earlier), ``DECAY_BLOCK`` steps at a time.
+    """
+    out = [np.ones(starts.size), np.zeros(starts.size), np.zeros(starts.size), np.ones(starts.size)]
+    for n, s in enumerate(starts.tolist()):
+        acc = (1.0, 0.0, 0.0, 1.0)
+        for lo in range(s + 1, through + 1, DECAY_BLOCK):
+            lr = rates.over(lo, min(through + 1, lo + DECAY_BLOCK))
+            m = [1.0 - lr * weight_decay, -lr * momentum, np.full(lr.size, weight_decay), np.full(lr.size, momentum)]
+            while m[0].size > 1:  # pairwise: M_{2i+1} @ M_{2i}, the odd one carried
+                odd = m[0].size % 2
+                e = [x[0 : x.size - odd : 2] for x in m]  # earlier
+                q = [x[1::2] for x in m]  # later
+                prod = [q[0] * e[0] + q[1] * e[2], q[0] * e[1] + q[1] * e[3], q[2] * e[0] + q[3] * e[2],
+                        q[2] * e[1] + q[3] * e[3]]
+                m = [np.concatenate([x, y[-1:]]) if odd else x for x, y in zip(prod, m)]
+            a, b, c, d = (float(x[0]) for x in m)
+            acc = (a * acc[0] + b * acc[2], a * acc[1] + b * acc[3], c * acc[0] + d * acc[2], c * acc[1] + d * acc[3])
+        for x, y in zip(out, acc):
+            x[n] = y
+    return tuple(out)
+
+
 def sgd_coast(
     p: np.ndarray,
     buf: np.ndarray | None,
     last: np.ndarray,
     through: int,
     *,
-    lr: float,
+    lr: float | LearningRate,
     weight_decay: float,
     momentum: float,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``(p, buf)`` after dense SGD's zero-gradient steps ``last + 1 .. through`` (new arrays).
 
     ``last`` broadcasts against ``p`` (``(k, 1)`` for table rows: the map is
-    computed once per row). Without a buffer only the decay applies.
+    computed once per row). Without a buffer only the decay applies. ``lr`` is
+    the rate of every dormant step, or the optimizer's
+    :class:`~sparse_opt._rates.LearningRate` (a schedule: each step's own rate).
     """
     gap = through - last
     if not (gap > 0).any():
         return p, buf
     gaps, inverse = np.unique(gap, return_inverse=True)
-    power = sgd_dormant_map(gaps, lr=lr, weight_decay=weight_decay, momentum=momentum if buf is not None else 0.0)
+    mu = momentum if buf is not None else 0.0
+    if isinstance(lr, LearningRate) and lr.constant is None:
+        power = sgd_scheduled_map(through - gaps, through, rates=lr, weight_decay=weight_decay, momentum=mu)
+    else:
+        rate = lr.constant if isinstance(lr, LearningRate) else lr
+        power = sgd_dormant_map(gaps, lr=rate, weight_decay=weight_decay, momentum=mu)
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging recurrence is refused by the caller's check
         a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in power)
         if buf is None:
@@ -154,6 +197,7 @@ def sparse_sgd_update(
     maximize: bool = False,
     last: np.ndarray | None = None,
     step: int = 0,
+    rates: LearningRate | None = None,
 ) -> None:
     """One lazy SGD step on the coordinates ``index``, in place (the functional core).
 
@@ -161,7 +205,9 @@ def sparse_sgd_update(
     axis 0 by ``index`` (ascending, unique); ``grad`` is shaped like
     ``param[index]``. With ``last``, the previous steps of ``index``
     (DENSE_EQUIVALENT), the dormant steps ``last + 1 .. step - 1`` are applied
-    first; the caller records ``step`` once this returns. If the new buffer
+    first, with ``rates`` giving each dormant step's rate under a schedule
+    (default ``lr`` for every step); the caller records ``step`` once this
+    returns. If the new buffer
     would not be finite, ``ValueError`` is raised before anything is written.
     Equations in the module docstring.
 
@@ -178,7 +224,7 @@ def sparse_sgd_update(
     p = gather(param, index)
     buf = None if momentum_buffer is None else gather(momentum_buffer, index)
     if last is not None:
-        p, buf = sgd_coast(p, buf, as_column(last, p.ndim), step - 1, lr=lr, weight_decay=weight_decay, momentum=momentum)
+        p, buf = sgd_coast(p, buf, as_column(last, p.ndim), step - 1, lr=lr if rates is None else rates, weight_decay=weight_decay, momentum=momentum)
     with np.errstate(all="ignore"):  # results are checked before anything is written
         if weight_decay:
             g = g + weight_decay * p
@@ -199,7 +245,7 @@ def sgd_catch_up(
     index: np.ndarray,
     *,
     through: int,
-    lr: float,
+    lr: float | LearningRate,
     weight_decay: float,
     momentum: float,
 ) -> None:
@@ -249,6 +295,7 @@ class SparseSgd(SparseOptimizer):
 
     def __init__(self, params: np.ndarray, config: SparseSgdConfig) -> None:
         super().__init__(params, config)
+        self._lr = LearningRate(config.lr)
         self.momentum_buffer = np.zeros_like(self.params) if config.momentum != 0.0 else None
 
     def _keeps_steps(self) -> bool:
@@ -259,7 +306,7 @@ class SparseSgd(SparseOptimizer):
 
     def _hyper(self) -> dict[str, float]:
         c = self.config
-        return {"lr": c.lr, "weight_decay": c.weight_decay, "momentum": c.momentum}
+        return {"weight_decay": c.weight_decay, "momentum": c.momentum}
 
     def _apply(self, target: Target, step: int) -> None:
         by_rows = target.by_rows
@@ -269,9 +316,11 @@ class SparseSgd(SparseOptimizer):
             buf,
             target.index,
             target.grad,
+            lr=self._lr.at(step),  # checked before anything changes
             maximize=self.config.maximize,
             last=None if self._record is None else self._record.previous(target.index, by_rows),
             step=step,
+            rates=self._lr,
             **self._hyper(),
         )
         if self._record is not None:
@@ -286,6 +335,7 @@ class SparseSgd(SparseOptimizer):
             self._record.previous(index, by_rows),
             index,
             through=self.step_count,
+            lr=self._lr,
             **self._hyper(),
         )
         self._record.stamp(index, self.step_count, by_rows)

@@ -414,7 +414,7 @@ def test_state_dict_keys_are_flat_and_plain() -> None:
     opt = so.Adafactor([np.zeros((2, 3)), np.zeros(4)])
     sd = opt.state_dict()
     assert set(sd) == {
-        "lr", "beta2_decay", "eps1", "eps2", "d", "weight_decay", "maximize", "num_params",
+        "lr", "beta2_decay", "eps1", "eps2", "d", "weight_decay", "maximize", "num_params", "step_count",
         "param.0.step", "param.0.row_var", "param.0.col_var", "param.1.step", "param.1.variance",
     }  # fmt: skip
     assert math.isnan(sd["eps1"]) and sd["num_params"] == 2

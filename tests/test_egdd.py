@@ -491,7 +491,7 @@ def test_state_dict_layout_and_copy() -> None:
     opt = so.EGDD(params, **KWARGS)
     opt.step([np.ones(4), np.ones((2, 3)), 1.0])
     d = opt.state_dict()
-    expected = {*(OPTIONS), "num_params", *(f"param.{i}.{k}" for i in range(3) for k in SLOTS)}
+    expected = {*(OPTIONS), "num_params", "step_count", *(f"param.{i}.{k}" for i in range(3) for k in SLOTS)}
     assert set(d) == expected
     assert d["num_params"] == 3 and d["param.0.counter"] == 1
     assert d["param.2.lr_scale"].shape == () and d["param.1.gain"].dtype == np.float64
