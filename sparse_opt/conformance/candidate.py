@@ -32,6 +32,10 @@ A candidate is a class (not an instance: every scenario gets a fresh one) with a
   gradient (incomplete rows: each entry once, row-major within a row); without
   it the incomplete-rows scenarios are skipped.
 - Optional ``name`` (default: the class's qualified name) labels the report.
+- Optional ``form``: ``"catalogue"`` (default) or ``"kernel"``, for a candidate
+  that runs float32 tables of width 4 only (a production embedding kernel);
+  :func:`~sparse_opt.conformance.check` then judges it on the kernel form of
+  the catalogue (:func:`~sparse_opt.conformance.catalogue.kernel_scenarios`).
 
 Every call gets its own copy of its inputs (the table, the hyper-parameters,
 the ids and gradients): a candidate that modifies them changes nothing else.
@@ -79,6 +83,14 @@ def check_candidate(candidate: object) -> type:
         got = "no 'family' attribute" if family is None else f"family = {family!r}"
         raise TypeError(f"{needs}; {candidate.__qualname__} has {got}")
     return candidate
+
+
+def candidate_form(candidate: type) -> str:
+    """The candidate's ``form`` (default ``"catalogue"``); ``ValueError`` naming it when it is not one of the forms."""
+    form = getattr(candidate, "form", "catalogue")
+    if form not in ("catalogue", "kernel"):
+        raise ValueError(f"{candidate.__qualname__}.form must be 'catalogue' or 'kernel', got {form!r}")
+    return str(form)
 
 
 def candidate_name(candidate: type) -> str:

@@ -30,15 +30,25 @@ Adagrad (``lr = 1/4``, ``eps = 1e-10``)
 SGD (``lr = 1/16``, ``momentum = 0.9``)
     a gap (momentum keeps pushing in dense SGD); repeated ids; coupled weight
     decay on dormant rows; empty steps; maximize; float32.
+
+The *kernel form* (:data:`KERNEL_SCENARIOS`, :func:`kernel_scenarios`) is what
+a production embedding kernel can run: FBGEMM's table-batched embedding takes
+float32 (or fp16) weights whose width is a multiple of 4. Every scenario above
+has a float32 ``(rows, 4)`` twin ``<name>_f32x4`` (:func:`kernel_form`), plus
+what such kernels need on top: each SGD scenario without momentum
+(``<name>_f32x4_m0``, FBGEMM's ``EXACT_SGD`` has none) and Adagrad with weight
+decay (``adagrad_weight_decay_f32x4``, FBGEMM's decay modes). The catalogue
+proper (:data:`SCENARIOS`) is unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from sparse_opt.conformance.case import Scenario, Step
+from sparse_opt.conformance.case import Scenario, Step, frozen
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
 #: A lookup in a schedule: a row id (the whole row) or ``(row, cols)`` (only those entries).
@@ -257,17 +267,77 @@ def _sgd() -> list[Scenario]:
 #: Every scenario, Adam's first, then Adagrad's, then SGD's.
 SCENARIOS: tuple[Scenario, ...] = tuple(_adam() + _adagrad() + _sgd())
 
+#: Suffix of a scenario's kernel form, and the kernel form's width.
+KERNEL_SUFFIX, KERNEL_COLS = "_f32x4", 4
 
-def scenarios(family: str | None = None) -> tuple[Scenario, ...]:
-    """The scenarios of ``family`` (all when ``None``), in catalogue order."""
+#: Where the candidates' scenarios come from (a candidate's optional ``form``).
+FORMS = ("catalogue", "kernel")
+
+
+def kernel_form(s: Scenario, suffix: str = KERNEL_SUFFIX, hyper: Hyper | None = None) -> Scenario:
+    """``s`` as a float32 ``(rows, 4)`` scenario, the same semantic point.
+
+    Column ``c >= cols`` is column ``c mod cols`` negated, in the initial table
+    and in every gradient (and mask): every reference is odd in ``(p, g)``
+    entry by entry, so the new columns follow the old ones with the sign
+    flipped, and the row-wise references see ``mean(g**2)`` over 4 entries.
+    Values stay dyadic, so float32 holds them exactly. ``hyper`` replaces the
+    scenario's hyper-parameters (default: the same).
+    """
+    cols = s.table.shape[1]
+    if cols > KERNEL_COLS:
+        raise ValueError(f"{s.name}: {cols} columns, more than the kernel form's {KERNEL_COLS}")
+    src = np.arange(KERNEL_COLS) % cols
+    sign = np.where(np.arange(KERNEL_COLS) < cols, 1.0, -1.0)
+    steps = tuple(
+        Step(st.row_ids, np.ascontiguousarray(st.row_grads[:, src] * sign),
+             None if st.mask is None else np.ascontiguousarray(st.mask[:, src]))
+        for st in s.steps
+    )  # column indexing gives Fortran order: C order, as every other scenario's arrays
+    table = frozen(np.ascontiguousarray(s.table.astype(np.float64)[:, src] * sign, dtype=np.float32))
+    point = f"{s.point} (float32, {KERNEL_COLS} columns: column c >= {cols} is column c mod {cols} negated)"
+    return Scenario(s.name + suffix, s.family, point, s.hyper if hyper is None else hyper, table, steps)
+
+
+def _kernel() -> list[Scenario]:
+    out: list[Scenario] = []
+    for s in SCENARIOS:
+        out.append(kernel_form(s))
+        if s.family == "adagrad" and s.name == "adagrad_gap":
+            wd = build(
+                "adagrad_weight_decay", "adagrad",
+                "weight_decay = 1/8 with dormant rows: coupled (L2) or decoupled, at touches only, or not applied",
+                Hyper(lr=0.25, eps=1e-10, weight_decay=0.125), _every(8, {1: [1], 3: [2], 6: [1]}), seed=209,
+            )
+            out.append(kernel_form(wd))
+    for s in SCENARIOS:
+        if s.family == "sgd":
+            out.append(kernel_form(s, KERNEL_SUFFIX + "_m0", replace(s.hyper, momentum=0.0)))
+    return sorted(out, key=lambda s: FAMILIES.index(s.family))
+
+
+#: The kernel form of the catalogue (module docstring), in family order.
+KERNEL_SCENARIOS: tuple[Scenario, ...] = tuple(_kernel())
+
+
+def scenarios(family: str | None = None, form: str = "catalogue") -> tuple[Scenario, ...]:
+    """The scenarios of ``family`` (all when ``None``) in ``form`` (``"catalogue"`` or ``"kernel"``), in order."""
     if family is not None and family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
-    return tuple(s for s in SCENARIOS if family is None or s.family == family)
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    chosen = SCENARIOS if form == "catalogue" else KERNEL_SCENARIOS
+    return tuple(s for s in chosen if family is None or s.family == family)
+
+
+def kernel_scenarios(family: str | None = None) -> tuple[Scenario, ...]:
+    """``scenarios(family, form="kernel")``: the float32 ``(rows, 4)`` forms."""
+    return scenarios(family, "kernel")
 
 
 def scenario(name: str) -> Scenario:
-    """The scenario called ``name``."""
-    for s in SCENARIOS:
+    """The scenario called ``name`` (catalogue or kernel form)."""
+    for s in SCENARIOS + KERNEL_SCENARIOS:
         if s.name == name:
             return s
-    raise KeyError(f"no scenario named {name!r}; the names are {[s.name for s in SCENARIOS]}")
+    raise KeyError(f"no scenario named {name!r}; the names are {[s.name for s in SCENARIOS + KERNEL_SCENARIOS]}")

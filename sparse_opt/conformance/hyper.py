@@ -4,7 +4,7 @@ One flat record serves the three optimizer families the conformance check
 covers; each family reads only its own fields:
 
 - ``adam``: ``lr``, ``beta1``, ``beta2``, ``eps``, ``weight_decay``, ``maximize``;
-- ``adagrad``: ``lr``, ``lr_decay``, ``eps``, ``initial_accumulator_value``, ``maximize``;
+- ``adagrad``: ``lr``, ``lr_decay``, ``eps``, ``initial_accumulator_value``, ``weight_decay``, ``maximize``;
 - ``sgd``: ``lr``, ``momentum``, ``weight_decay``, ``maximize``.
 
 ``weight_decay`` is a coefficient; whether it is decoupled (AdamW) or coupled
@@ -32,7 +32,7 @@ class Hyper:
     eps : float
         Adam's and Adagrad's denominator guard.
     weight_decay : float
-        Decay coefficient (Adam and SGD); its placement is the semantics.
+        Decay coefficient (Adam, SGD, and Adagrad in the kernel form); its placement is the semantics.
     momentum : float
         SGD's momentum factor (no dampening, no Nesterov).
     lr_decay : float
@@ -68,7 +68,7 @@ class Hyper:
         """
         used = {
             "adam": ("weight_decay", "maximize"),
-            "adagrad": ("lr_decay", "initial_accumulator_value", "maximize"),
+            "adagrad": ("lr_decay", "initial_accumulator_value", "weight_decay", "maximize"),
             "sgd": ("weight_decay", "maximize"),
         }[family]
         return frozenset(name for name in used if getattr(self, name))

@@ -10,8 +10,9 @@ File layout (``np.savez_compressed``, loads with ``allow_pickle=False``): one
 array per run scenario, named after it (the trajectory, ``(T, rows, cols)``),
 ``<scenario>.observed`` beside it for a training-loop run (bool ``(T, rows)``:
 the rows read, see :mod:`.candidate`), and ``meta``, a 0-d string holding JSON: ``candidate``, ``family``, ``claims``
-(or null), ``versions`` (library versions), ``fingerprints``, ``skipped`` and
-``errors`` (scenario -> message).
+(or null), ``versions`` (library versions), ``fingerprints``, ``skipped``,
+``errors`` (scenario -> message) and, for a kernel-form candidate only,
+``form`` (``"kernel"``: its default scenarios are the kernel form's).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparse_opt.conformance.candidate import Run, candidate_name, check_candidate, run
+from sparse_opt.conformance.candidate import Run, candidate_form, candidate_name, check_candidate, run
 from sparse_opt.conformance.case import Scenario, frozen
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 
@@ -43,6 +44,8 @@ class Recording:
         By scenario name, in scenario order.
     versions : dict of str to str
         Library versions the recording was made with.
+    form : {"catalogue", "kernel"}
+        The candidate's ``form``: which scenarios :func:`~sparse_opt.conformance.check` judges it on by default.
     """
 
     candidate: str
@@ -50,6 +53,7 @@ class Recording:
     claims: str | None
     runs: dict[str, Run]
     versions: dict[str, str] = field(default_factory=dict)
+    form: str = "catalogue"
 
     def save(self, path: str | Path) -> None:
         """Write the recording to ``path`` (``.npz``)."""
@@ -62,6 +66,8 @@ class Recording:
             "skipped": {name: r.skipped for name, r in self.runs.items() if r.skipped},
             "errors": {name: r.error for name, r in self.runs.items() if r.error},
         }
+        if self.form != "catalogue":
+            meta["form"] = self.form
         arrays = {name: r.trajectory for name, r in self.runs.items() if r.trajectory is not None}
         if "meta" in arrays or any("." in name for name in arrays):
             raise ValueError("a scenario may not be called 'meta' or have a '.' in its name")
@@ -85,14 +91,16 @@ class Recording:
                     error=meta["errors"].get(name, ""),
                     observed=observed,
                 )
-        return cls(meta["candidate"], meta["family"], meta["claims"], runs, meta["versions"])
+        return cls(meta["candidate"], meta["family"], meta["claims"], runs, meta["versions"],
+                   meta.get("form", "catalogue"))
 
 
 def record(
     candidate: type, scenarios: Iterable[Scenario] | None = None, versions: dict[str, str] | None = None
 ) -> Recording:
-    """Run ``candidate`` through ``scenarios`` (default: its family's catalogue) and keep every run."""
-    family = check_candidate(candidate).family
-    chosen = tuple(catalogue(family) if scenarios is None else scenarios)
+    """Run ``candidate`` through ``scenarios`` (default: its family's scenarios in its ``form``) and keep every run."""
+    family, form = check_candidate(candidate).family, candidate_form(candidate)
+    chosen = tuple(catalogue(family, form) if scenarios is None else scenarios)
     runs = {s.name: run(candidate, s) for s in chosen}
-    return Recording(candidate_name(candidate), family, getattr(candidate, "claims", None), runs, dict(versions or {}))
+    return Recording(candidate_name(candidate), family, getattr(candidate, "claims", None), runs, dict(versions or {}),
+                     form)

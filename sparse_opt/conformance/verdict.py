@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from sparse_opt.conformance.candidate import check_candidate
+from sparse_opt.conformance.candidate import candidate_form, check_candidate
 from sparse_opt.conformance.case import Scenario
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 from sparse_opt.conformance.recording import Recording, record
@@ -48,7 +48,8 @@ def check(
     claims : str, optional
         The reference it claims to follow; default: the candidate's ``claims``.
     scenarios : iterable of Scenario, optional
-        Default: the catalogue's scenarios of the candidate's family.
+        Default: the scenarios of the candidate's family, in its ``form``
+        (the catalogue, or its kernel form: see :mod:`.catalogue`).
 
     Returns
     -------
@@ -62,8 +63,11 @@ def check(
     >>> report.semantics, report.divergence
     ('lazy', None)
     """
-    family = candidate.family if isinstance(candidate, Recording) else check_candidate(candidate).family
-    chosen = tuple(catalogue(family) if scenarios is None else scenarios)  # once: a generator is read here only
+    if isinstance(candidate, Recording):
+        family, form = candidate.family, candidate.form
+    else:
+        family, form = check_candidate(candidate).family, candidate_form(candidate)
+    chosen = tuple(catalogue(family, form) if scenarios is None else scenarios)  # once: a generator is read here only
     recording = candidate if isinstance(candidate, Recording) else record(candidate, chosen)
     refs = references(recording.family)
     expectations = {s.name: {r.name: expected(s, r) for r in refs if r.applies_to(s)} for s in chosen}

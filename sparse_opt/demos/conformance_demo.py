@@ -131,14 +131,13 @@ class Modelled:
     evidence: str = "modelled"
 
 
-#: Systems that could not be run here; their reference was written from their source.
+#: Systems that could not be run here; their reference was written from their source. (FBGEMM's CPU
+#: optimizers run live: ``sparse_opt.conformance.adapters.fbgemm``, recorded in ``tests/conformance``.)
 MODELLED: tuple[Modelled, ...] = (
     Modelled("FBGEMM / TorchRec adam", "lazy",
-             "FBGEMM's CPU wheels do not load beside torch 2.13 here"),
+             "FBGEMM's CPU TBE raises 'not supported in CPU mode' for ADAM: GPU only"),
     Modelled("FBGEMM adam, rowwise bias", "rowwise_bias",
-             "FBGEMM's CPU wheels do not load beside torch 2.13 here"),
-    Modelled("FBGEMM EXACT_ROWWISE_ADAGRAD", "rowwise_adagrad",
-             "FBGEMM's CPU wheels do not load beside torch 2.13 here"),
+             "FBGEMM's CPU TBE raises 'not supported in CPU mode' for ADAM: GPU only"),
     Modelled("HugeCTR Adam Local", "sparse_adam", "HugeCTR needs CUDA"),
     Modelled("HugeCTR Adam Global", "hugectr_dense", "HugeCTR needs CUDA"),
     Modelled("HugeCTR Adam LazyGlobal", "hugectr_lazy", "HugeCTR needs CUDA"),
@@ -181,8 +180,15 @@ SEMANTICS: dict[str, Semantics] = {
     "adagrad": Semantics("frozen (= dense)", "sqrt(sum)", "-", "-", "summed"),
     "tf_adagrad": Semantics("frozen (= dense)", "sqrt(sum)", "-", "-", "one after another"),
     "rowwise_adagrad": Semantics("frozen (= dense)", "sqrt(row mean)", "-", "-", "summed"),
+    "adagrad_l2": Semantics("frozen", "sqrt(sum)", "-", "coupled L2, at touches", "summed"),
+    "adagrad_no_decay": Semantics("frozen (= dense)", "sqrt(sum)", "-", "none (weight_decay ignored)", "summed"),
+    "rowwise_l2": Semantics("frozen", "sqrt(row mean)", "-", "coupled L2, at touches", "summed"),
+    "rowwise_decoupled": Semantics("frozen", "sqrt(row mean)", "-", "decoupled, at touches", "summed"),
+    "rowwise_no_decay": Semantics("frozen (= dense)", "sqrt(row mean)", "-", "none (weight_decay ignored)", "summed"),
+    "rowwise_counter": Semantics("frozen", "sqrt(row mean)", "-", "growth lr*wd/count, at touches", "summed"),
     "sgd_lazy": Semantics("frozen", "-", "-", "coupled L2, at touches", "summed"),
     "sgd_dense": Semantics("momentum moves it", "-", "-", "coupled L2, every row", "summed"),
+    "sgd_no_decay": Semantics("frozen", "-", "-", "none (weight_decay ignored)", "summed"),
     "tf_momentum": Semantics("frozen", "-", "-", "none", "one after another"),
 }
 
@@ -257,8 +263,11 @@ def nearest(name: str) -> Parting:
     >>> nearest("dense_l2").second, nearest("dense_l2").scenario
     ('dense_adamw', 'adam_weight_decay')
     """
-    family = reference(name).family
-    others = [parting(name, r.name) for r in references(family) if r.name != name]
+    ref = reference(name)
+    # a reference that exists only where a feature is on (requires weight_decay) is a variant, not a neighbour
+    meet = [r for r in references(ref.family) if r.name != name and r.requires == ref.requires
+            and any(r.applies_to(s) and ref.applies_to(s) for s in scenarios(ref.family))]
+    others = [parting(name, r.name) for r in meet]
     return min(others, key=lambda p: (-p.agree, p.median_rel))
 
 

@@ -130,6 +130,8 @@ class KitDenseAdam(_KitTable):
 
 
 def _adagrad_config(hyper: Hyper, rowwise: bool) -> SparseAdagradConfig:
+    if hyper.weight_decay:
+        raise NotImplementedError("SparseAdagradTable has no weight_decay")
     return SparseAdagradConfig(
         lr=hyper.lr, lr_decay=hyper.lr_decay, eps=hyper.eps,
         initial_accumulator_value=hyper.initial_accumulator_value, maximize=hyper.maximize, rowwise=rowwise,

@@ -89,7 +89,7 @@ class TfSparseApplyAdagradV2(_TfCandidate):
     family, claims, name = "adagrad", "tf_adagrad", "tf.raw_ops.ResourceSparseApplyAdagradV2"
 
     def __init__(self, table: np.ndarray, hyper: Hyper) -> None:
-        _refuse(hyper, self.name, "lr_decay", "maximize")
+        _refuse(hyper, self.name, "lr_decay", "maximize", "weight_decay")
         super().__init__(table, hyper)
         self._accum = self._tf.Variable(np.full_like(table, hyper.initial_accumulator_value))
         self._lr, self._eps = self._scalar(hyper.lr), self._scalar(hyper.eps)

@@ -117,6 +117,8 @@ class TorchAdagrad(_TorchCandidate):
     family, claims, name, sparse = "adagrad", "adagrad", "torch.optim.Adagrad (sparse)", True
 
     def _build(self, torch: Any, weight: Any, hyper: Hyper) -> Any:
+        if hyper.weight_decay:
+            raise NotImplementedError("torch.optim.Adagrad refuses weight_decay with sparse gradients")
         return torch.optim.Adagrad([weight], lr=hyper.lr, lr_decay=hyper.lr_decay, eps=hyper.eps,
                                    initial_accumulator_value=hyper.initial_accumulator_value,
                                    maximize=hyper.maximize, foreach=False)

@@ -22,9 +22,19 @@ The Adam references, in report order:
 - ``tf1_adam``: tf.compat.v1 Adam, dense, eps on sqrt(v), float32 beta powers.
 
 Adagrad: ``adagrad`` (torch / sparse_opt), ``tf_adagrad`` (TF kernel,
-duplicates in turn), ``rowwise_adagrad`` (sparse_opt row-wise = FBGEMM,
-modelled). SGD: ``sgd_lazy`` (sparse_opt LAZY), ``sgd_dense`` (torch SGD =
-sparse_opt DENSE_EQUIVALENT), ``tf_momentum`` (TF kernel, duplicates in turn).
+duplicates in turn), ``rowwise_adagrad`` (sparse_opt row-wise = FBGEMM
+``EXACT_ROWWISE_ADAGRAD``, run live since FBGEMM's CPU wheel loads), and, only
+on scenarios with ``weight_decay`` (the kernel form's
+``adagrad_weight_decay_f32x4``): ``adagrad_l2``, ``adagrad_no_decay``,
+``rowwise_l2``, ``rowwise_decoupled``, ``rowwise_no_decay``,
+``rowwise_counter``. SGD:
+``sgd_lazy`` (sparse_opt LAZY), ``sgd_dense`` (torch SGD = sparse_opt
+DENSE_EQUIVALENT), ``sgd_no_decay`` (only with ``weight_decay``),
+``tf_momentum`` (TF kernel, duplicates in turn).
+
+FBGEMM's Adam variants (``lazy``, ``rowwise_bias``) stay modelled from source:
+its CPU kernels raise "not supported in CPU mode" for ``ADAM``,
+``PARTIAL_ROWWISE_ADAM`` and ``LAMB`` (GPU only).
 """
 
 from __future__ import annotations
@@ -62,6 +72,10 @@ class Reference:
         using any other.
     trajectory : callable
         ``(table, steps, hyper) -> (T, rows, cols)`` in ``table``'s dtype.
+    requires : frozenset of str
+        Features a scenario must use for it to apply (a semantics of how a
+        feature is treated, say "weight decay is ignored", says nothing where
+        the feature is off: it would only duplicate its base reference).
     """
 
     name: str
@@ -70,10 +84,11 @@ class Reference:
     modelled: bool
     supports: frozenset[str]
     trajectory: Trajectory
+    requires: frozenset[str] = frozenset()
 
     def applies_to(self, scenario: Scenario) -> bool:
-        """Whether this semantics is defined for ``scenario`` (same family, features supported)."""
-        return scenario.family == self.family and scenario.features <= self.supports
+        """Whether this semantics is defined for ``scenario`` (same family, features supported and required)."""
+        return scenario.family == self.family and self.requires <= scenario.features <= self.supports
 
     @property
     def source(self) -> str:
@@ -81,8 +96,11 @@ class Reference:
         return self.trajectory.__doc__ or ""
 
 
-def _ref(name: str, family: str, title: str, fn: Trajectory, *features: str, modelled: bool = False) -> Reference:
-    return Reference(name, family, title, modelled, frozenset(("maximize",) + features), fn)
+def _ref(
+    name: str, family: str, title: str, fn: Trajectory, *features: str, modelled: bool = False, requires: str = ""
+) -> Reference:
+    needs = frozenset((requires,) if requires else ())
+    return Reference(name, family, title, modelled, frozenset(("maximize",) + features) | needs, fn, needs)
 
 
 _WD, _ENTRIES = "weight_decay", "entries"
@@ -119,12 +137,28 @@ REFERENCES: tuple[Reference, ...] = (
     _ref("tf_adagrad", "adagrad", "TF raw sparse kernel ResourceSparseApplyAdagradV2: duplicates applied sequentially",
          adagrad.sequential_duplicates, "initial_accumulator_value"),
     _ref("rowwise_adagrad", "adagrad",
-         "sparse_opt rowwise = FBGEMM EXACT_ROWWISE_ADAGRAD (modelled from source): one accumulator per row",
-         adagrad.rowwise, "lr_decay", "initial_accumulator_value", _ENTRIES, modelled=True),
+         "sparse_opt rowwise = FBGEMM EXACT_ROWWISE_ADAGRAD (run live on CPU): one accumulator per row",
+         adagrad.rowwise, "lr_decay", "initial_accumulator_value", _ENTRIES),
+    _ref("adagrad_l2", "adagrad", "Adagrad with coupled L2 decay on the touched entries (g + wd * p, then Adagrad)",
+         adagrad.lazy_l2, "initial_accumulator_value", requires=_WD),
+    _ref("adagrad_no_decay", "adagrad", "Adagrad that ignores weight_decay (FBGEMM EXACT_ADAGRAD on CPU, any mode)",
+         adagrad.ignoring_decay, "initial_accumulator_value", requires=_WD),
+    _ref("rowwise_l2", "adagrad", "FBGEMM EXACT_ROWWISE_ADAGRAD, weight_decay_mode L2: g + wd * p in the row's mean",
+         adagrad.rowwise_l2, "initial_accumulator_value", requires=_WD),
+    _ref("rowwise_decoupled", "adagrad",
+         "FBGEMM EXACT_ROWWISE_ADAGRAD, weight_decay_mode DECOUPLE: p * (1 - lr * wd) at touches",
+         adagrad.rowwise_decoupled, "initial_accumulator_value", requires=_WD),
+    _ref("rowwise_no_decay", "adagrad", "row-wise Adagrad that ignores weight_decay",
+         adagrad.rowwise_ignoring_decay, "initial_accumulator_value", requires=_WD),
+    _ref("rowwise_counter", "adagrad",
+         "FBGEMM EXACT_ROWWISE_ADAGRAD, COUNTER mode, default halflife -1: p * (1 + lr * wd / count) at touches",
+         adagrad.rowwise_counter, "initial_accumulator_value", requires=_WD),
     _ref("sgd_lazy", "sgd", "sparse_opt SparseSgd LAZY: coupled decay and momentum on touched rows only",
          sgd.lazy, _WD, _ENTRIES),
     _ref("sgd_dense", "sgd", "dense SGD = sparse_opt DENSE_EQUIVALENT (torch.optim.SGD, dampening 0)",
          sgd.dense, _WD, _ENTRIES),
+    _ref("sgd_no_decay", "sgd", "lazy SGD that ignores weight_decay (FBGEMM EXACT_SGD on CPU, any mode)",
+         sgd.ignoring_decay, requires=_WD),
     _ref("tf_momentum", "sgd",
          "TF raw sparse kernel ResourceSparseApplyMomentum: lazy, duplicates applied sequentially, lr outside",
          sgd.sequential_duplicates),

@@ -66,26 +66,135 @@ def sequential_duplicates(table: np.ndarray, steps: Sequence[Step], hyper: Hyper
     return np.stack(out)
 
 
-def rowwise(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
-    """sparse_opt row-wise Adagrad = FBGEMM ``EXACT_ROWWISE_ADAGRAD`` (modelled from source): one accumulator per row.
-
-    ``fbgemm_gpu/codegen/genscript/optimizers.py`` ``rowwise_adagrad`` (no weight
-    decay; ``lr_decay`` as torch's, a sparse_opt extension), for each touched row
-    ``r`` of width ``cols``, a missing entry counting as a zero gradient::
-
-        sum[r] = sum[r] + mean(g[r]**2)
-        p[r] = p[r] - clr / (sqrt(sum[r]) + eps) * g[r]
-    """
+def _rowwise(table: np.ndarray, steps: Sequence[Step], hyper: Hyper, decay: str) -> np.ndarray:
+    """Row-wise Adagrad with FBGEMM's weight-decay modes: ``"none"``, ``"l2"`` or ``"decoupled"`` (see the callers)."""
     dt = table.dtype.type
-    lr, lr_decay, eps, one = dt(hyper.lr), dt(hyper.lr_decay), dt(hyper.eps), dt(1)
+    lr, lr_decay, eps, wd, one = dt(hyper.lr), dt(hyper.lr_decay), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
     p = table.copy()
     acc = np.full(table.shape[0], hyper.initial_accumulator_value, dtype=table.dtype)
     out = []
     for t, step in enumerate(steps, 1):
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         rows = touched_rows(step, p.shape[0])
+        if decay == "l2":
+            g[rows] = g[rows] + wd * p[rows]
         clr = lr / (one + dt(t - 1) * lr_decay)
         acc[rows] = acc[rows] + np.sum(g[rows] ** 2, axis=1) / dt(p.shape[1])
+        if decay == "decoupled":
+            p[rows] = p[rows] * (one - clr * wd)
         p[rows] = p[rows] - (clr / (np.sqrt(acc[rows]) + eps))[:, None] * g[rows]
         out.append(p.copy())
     return np.stack(out)
+
+
+def rowwise(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """sparse_opt row-wise Adagrad = FBGEMM ``EXACT_ROWWISE_ADAGRAD``: one accumulator per row.
+
+    ``fbgemm_gpu/codegen/genscript/optimizers.py`` ``rowwise_adagrad``
+    (``lr_decay`` as torch's, a sparse_opt extension), for each touched row
+    ``r`` of width ``cols``, a missing entry counting as a zero gradient::
+
+        sum[r] = sum[r] + mean(g[r]**2)
+        p[r] = p[r] - clr / (sqrt(sum[r]) + eps) * g[r]
+
+    Written from source first; FBGEMM 1.8.0's CPU kernel (the live adapter in
+    :mod:`sparse_opt.conformance.adapters.fbgemm`) follows it on every kernel-form
+    scenario it runs.
+    """
+    return _rowwise(table, steps, hyper, "none")
+
+
+def rowwise_ignoring_decay(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """:func:`rowwise` with ``weight_decay`` set but not applied (a row-wise kernel that drops the decay)."""
+    return _rowwise(table, steps, hyper, "none")
+
+
+def rowwise_l2(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """FBGEMM ``EXACT_ROWWISE_ADAGRAD`` with ``weight_decay_mode = L2``, on the touched rows.
+
+    ``optimizers.py`` ``rowwise_adagrad`` ``split_weight_update_cpu``::
+
+        g' = g[r] + wd * p[r]                       (for the accumulator)
+        sum[r] = sum[r] + mean(g'**2)
+        m = lr / (sqrt(sum[r]) + eps)
+        p[r] = (1 - m * wd) * p[r] - m * g[r]       (= p[r] - m * g')
+    """
+    return _rowwise(table, steps, hyper, "l2")
+
+
+def rowwise_decoupled(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """FBGEMM ``EXACT_ROWWISE_ADAGRAD`` with ``weight_decay_mode = DECOUPLE``, on the touched rows.
+
+    ``optimizers.py`` ``rowwise_adagrad`` ``split_weight_update_cpu``::
+
+        sum[r] = sum[r] + mean(g[r]**2)
+        p[r] = (1 - lr * wd) * p[r] - lr / (sqrt(sum[r]) + eps) * g[r]
+    """
+    return _rowwise(table, steps, hyper, "decoupled")
+
+
+def rowwise_counter(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """FBGEMM ``EXACT_ROWWISE_ADAGRAD``, ``weight_decay_mode = COUNTER``, counter mode ``DECOUPLE``, defaults otherwise.
+
+    ``COUNTER`` switches the TBE to ``rowwise_adagrad_with_counter``
+    (``optimizers.py``, ``split_weight_update_cpu``). With the
+    ``CounterBasedRegularizationDefinition`` defaults (``counter_halflife = -1``:
+    raw counts; ``learning_rate_mode = EQUAL``: no rate adjustment), at each
+    step that looks row ``r`` up::
+
+        count[r] = count[r] + 1
+        freq = counter_halflife / count[r] = -1 / count[r]
+        sum[r] = sum[r] + mean(g[r]**2),   m = lr / (sqrt(sum[r]) + eps)
+        p[r] = (1 - freq * wd * lr) * p[r] - m * g[r]
+
+    so the default halflife turns the decay into a growth by ``lr * wd /
+    count[r]`` (confirmed on the live CPU kernel).
+    """
+    dt = table.dtype.type
+    lr, eps, wd, one = dt(hyper.lr), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
+    p = table.copy()
+    acc = np.full(table.shape[0], hyper.initial_accumulator_value, dtype=table.dtype)
+    count = np.zeros(table.shape[0], dtype=table.dtype)
+    out = []
+    for step in steps:
+        g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
+        rows = touched_rows(step, p.shape[0])
+        count[rows] = count[rows] + one
+        freq = -one / count[rows]
+        acc[rows] = acc[rows] + np.sum(g[rows] ** 2, axis=1) / dt(p.shape[1])
+        m = lr / (np.sqrt(acc[rows]) + eps)
+        p[rows] = (one - freq * wd * lr)[:, None] * p[rows] - m[:, None] * g[rows]
+        out.append(p.copy())
+    return np.stack(out)
+
+
+def lazy_l2(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """Adagrad with coupled L2 decay on the touched entries: ``g = g + wd * p``, then :func:`adagrad`'s update.
+
+    What ``weight_decay`` means to a lazy element-wise Adagrad (torch's dense
+    ``Adagrad(weight_decay)`` adds it on every row instead; with a sparse
+    gradient torch refuses it)::
+
+        g = g + wd * p,   sum = sum + g**2,   p = p - lr * g / (sqrt(sum) + eps)
+    """
+    dt = table.dtype.type
+    lr, eps, wd = dt(hyper.lr), dt(hyper.eps), dt(hyper.weight_decay)
+    p = table.copy()
+    acc = np.full_like(table, hyper.initial_accumulator_value)
+    out = []
+    for step in steps:
+        g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
+        g[hit] = g[hit] + wd * p[hit]
+        acc[hit] = acc[hit] + g[hit] ** 2
+        p[hit] = p[hit] - lr * g[hit] / (np.sqrt(acc[hit]) + eps)
+        out.append(p.copy())
+    return np.stack(out)
+
+
+def ignoring_decay(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """:func:`adagrad` with ``weight_decay`` set but not applied.
+
+    FBGEMM's ``adagrad`` template (``EXACT_ADAGRAD``) has no weight-decay
+    argument: the TBE accepts ``weight_decay`` and a mode and drops them.
+    """
+    return adagrad(table, steps, hyper)

@@ -8,6 +8,7 @@ buffer is ``g`` (torch clones the first gradient: the same value).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -80,3 +81,13 @@ def sequential_duplicates(table: np.ndarray, steps: Sequence[Step], hyper: Hyper
             p[r] = p[r] - lr * buf[r]
         out.append(p.copy())
     return np.stack(out)
+
+
+def ignoring_decay(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """:func:`lazy` with ``weight_decay`` set but not applied.
+
+    FBGEMM ``EXACT_SGD`` (``optimizers.py`` ``sgd``: ``p = p - lr * g`` on the
+    touched rows, repeated ids summed) accepts ``weight_decay`` and a mode and
+    drops them on CPU.
+    """
+    return lazy(table, steps, replace(hyper, weight_decay=0.0))
