@@ -3,11 +3,12 @@
 Run it with every interpreter that has one of the libraries; each records the
 adapters whose library it can import and leaves the other files alone::
 
-    /work/venvs/torch/bin/python tests/conformance/make_recordings.py   # torch 2.13.0
+    /work/venvs/torch/bin/python tests/conformance/make_recordings.py   # torch 2.13.0, fbgemm-gpu-cpu 1.8.0
     /work/venvs/tf/bin/python tests/conformance/make_recordings.py      # tensorflow-cpu 2.21.0
 
-Each adapter of :mod:`sparse_opt.conformance.adapters.torch_optim` and
-:mod:`...tf_kernels` goes through every scenario of its family; its runs
+Each adapter of :mod:`sparse_opt.conformance.adapters.torch_optim`,
+:mod:`...fbgemm` and :mod:`...tf_kernels` goes through every scenario of its
+family (in its ``form``: the FBGEMM adapters take the kernel form); its runs
 (trajectories, skipped scenarios with the reason, errors, the scenarios'
 fingerprints, the library versions) are written to ``<AdapterClass>.npz`` here
 by :meth:`sparse_opt.conformance.Recording.save`. The scenarios are
@@ -16,8 +17,10 @@ deterministic, so a rerun on the same machine rewrites nothing and prints
 ``tests/test_conformance_libraries.py`` checks the recorded verdicts with numpy
 only, and re-runs the libraries live where they import.
 
-FBGEMM (its CPU wheels do not load beside torch 2.13 here) and HugeCTR (CUDA
-only) are not recorded: their references are modelled from published source.
+FBGEMM's CPU TBE (``fbgemm-gpu-cpu==1.8.0``, the build that loads beside
+torch 2.13.0) is recorded when ``fbgemm_gpu`` imports; its GPU-only optimizers
+(Adam variants) and HugeCTR (CUDA only) are not: their references are modelled
+from published source.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ def _same(path: Path, new: Recording) -> bool:
     if not path.exists():
         return False
     old = Recording.load(path)
-    if (old.candidate, old.family, old.claims, old.versions) != (new.candidate, new.family, new.claims, new.versions):
+    if (old.candidate, old.family, old.claims, old.versions, old.form) != (
+        new.candidate, new.family, new.claims, new.versions, new.form
+    ):
         return False
     if old.runs.keys() != new.runs.keys():
         return False
@@ -62,6 +67,10 @@ def main() -> None:
         from sparse_opt.conformance.adapters import torch_optim
 
         groups.append((torch_optim.CANDIDATES, _versions("torch")))
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("fbgemm_gpu"):
+        from sparse_opt.conformance.adapters import fbgemm
+
+        groups.append((fbgemm.CANDIDATES, _versions("torch", "fbgemm_gpu")))
     if importlib.util.find_spec("tensorflow"):
         from sparse_opt.conformance.adapters import tf_kernels
 
