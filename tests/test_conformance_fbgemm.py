@@ -14,7 +14,7 @@ import pytest
 from sparse_opt.conformance import Recording, check, scenario
 from sparse_opt.conformance.catalogue import kernel_scenarios
 
-HERE = Path(__file__).resolve().parent / "conformance"
+HERE = Path(__file__).resolve().parent / "conformance" / "fbgemm"
 
 #: Recording -> (verdict, ok). ``ok`` is False where a skipped scenario (no lr_decay, no momentum) would tell
 #: the verdict apart; the decay modes the CPU kernel drops are judged ``*_no_decay``.

@@ -8,7 +8,8 @@ adapters whose library it can import and leaves the other files alone::
 
 Each adapter of :mod:`sparse_opt.conformance.adapters.torch_optim`,
 :mod:`...fbgemm` and :mod:`...tf_kernels` goes through every scenario of its
-family (in its ``form``: the FBGEMM adapters take the kernel form); its runs
+family (in its ``form``: the FBGEMM adapters take the kernel form, and are
+written to ``fbgemm/``, apart from the catalogue's recordings); its runs
 (trajectories, skipped scenarios with the reason, errors, the scenarios'
 fingerprints, the library versions) are written to ``<AdapterClass>.npz`` here
 by :meth:`sparse_opt.conformance.Recording.save`. The scenarios are
@@ -66,21 +67,21 @@ def main() -> None:
     if importlib.util.find_spec("torch"):
         from sparse_opt.conformance.adapters import torch_optim
 
-        groups.append((torch_optim.CANDIDATES, _versions("torch")))
+        groups.append((torch_optim.CANDIDATES, _versions("torch"), ""))
     if importlib.util.find_spec("torch") and importlib.util.find_spec("fbgemm_gpu"):
         from sparse_opt.conformance.adapters import fbgemm
 
-        groups.append((fbgemm.CANDIDATES, _versions("torch", "fbgemm_gpu")))
+        groups.append((fbgemm.CANDIDATES, _versions("torch", "fbgemm_gpu"), "fbgemm"))
     if importlib.util.find_spec("tensorflow"):
         from sparse_opt.conformance.adapters import tf_kernels
 
-        groups.append((tf_kernels.CANDIDATES, _versions("tensorflow", "keras")))
+        groups.append((tf_kernels.CANDIDATES, _versions("tensorflow", "keras"), ""))
     if not groups:
         raise SystemExit("neither torch nor tensorflow is importable: nothing to record")
-    for candidates, versions in groups:
+    for candidates, versions, folder in groups:
         for candidate in candidates:
             recording = record(candidate, versions=versions)
-            path = OUT_DIR / f"{candidate.__name__}.npz"
+            path = OUT_DIR / folder / f"{candidate.__name__}.npz"
             if _same(path, recording):
                 print(f"unchanged  {path.name}")
                 continue
