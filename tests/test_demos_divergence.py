@@ -169,6 +169,8 @@ def test_dormant_spells_of_a_generated_problem_match_a_loop(small_problem: dv.Pr
     np.testing.assert_array_equal(rows, expected_rows)
     np.testing.assert_array_equal(lengths, expected_lengths)
     assert dv.touch_counts(small_problem).sum() == sum(np.unique(b).size for b in small_problem.pairs)
+    expected_counts = [sum(row in batch for batch in small_problem.pairs) for row in range(small_problem.init.shape[0])]
+    np.testing.assert_array_equal(dv.touch_counts(small_problem), expected_counts)
 
 
 # -- training ---------------------------------------------------------------------------

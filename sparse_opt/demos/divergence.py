@@ -273,7 +273,7 @@ def logistic_grad(
 
 def touch_counts(problem: Problem) -> np.ndarray:
     """Number of steps at which each row of the stacked table receives a gradient, int64 ``(num_seeds * num_rows,)``."""
-    return np.bincount(_touches(problem) // problem.num_steps, minlength=problem.init.shape[0]).astype(np.int64)
+    return np.bincount(_touched_rows(problem)[0], minlength=problem.init.shape[0]).astype(np.int64)
 
 
 def mean_gaps(problem: Problem) -> np.ndarray:
@@ -298,10 +298,22 @@ def dormant_spells(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return row[1:][same_row], (step[1:] - step[:-1])[same_row]
 
 
+def _touched_rows(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Every (row, step) with a gradient, once: ``(rows, steps)``, int64, sorted by step, then by row.
+
+    A sort within each step's batch, not over the whole run: O(steps * batch log batch).
+    """
+    ids = np.sort(problem.pairs.reshape(problem.num_steps, -1), axis=1)
+    first = np.ones(ids.shape, dtype=bool)
+    first[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    steps = np.broadcast_to(np.arange(problem.num_steps, dtype=np.int64)[:, None], ids.shape)
+    return ids[first], steps[first]
+
+
 def _touches(problem: Problem) -> np.ndarray:
     """Sorted unique ``row * num_steps + step`` over every (row, step) with a gradient."""
-    steps = np.repeat(np.arange(problem.num_steps, dtype=np.int64), problem.pairs.shape[1] * 2)
-    return np.unique(problem.pairs.reshape(-1) * problem.num_steps + steps)
+    rows, steps = _touched_rows(problem)
+    return np.sort(rows * problem.num_steps + steps)
 
 
 # -- training -------------------------------------------------------------------------
