@@ -21,9 +21,6 @@ import numpy as np
 
 DD = tuple[np.ndarray, np.ndarray]
 
-_SPLIT = 134217729.0  # 2**27 + 1
-
-
 def two_sum(a: np.ndarray, b: np.ndarray) -> DD:
     """``(s, e)`` with ``s = fl(a + b)`` and ``s + e == a + b`` exactly."""
     s = a + b
@@ -31,14 +28,28 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> DD:
     return s, (a - (s - bb)) + (b - bb)
 
 
+#: The low 27 bits of a float64's significand.
+_LOW_BITS = np.int64((1 << 27) - 1)
+
+
 def _split(a: np.ndarray) -> DD:
-    t = _SPLIT * a
-    hi = t - (t - a)
+    """``(hi, lo)`` with ``hi + lo == a`` exactly and at most 26 significant bits in each, for any finite ``a``.
+
+    ``hi`` is ``a`` with the low 27 bits of its significand cleared (a
+    truncation, so it never rounds up past the largest float, as Veltkamp's
+    ``(2**27 + 1) * a`` split overflows for ``|a| > 1.3e300``).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    hi = (a.view(np.int64) & ~_LOW_BITS).view(np.float64)
     return hi, a - hi
 
 
 def two_prod(a: np.ndarray, b: np.ndarray) -> DD:
-    """``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly (for ``|a|, |b|`` far from overflow)."""
+    """``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly.
+
+    Exact whenever ``a * b`` is finite and not below ``2**-969`` in magnitude
+    (below, ``e`` falls under float64's subnormal spacing and is rounded to it).
+    """
     p = a * b
     ah, al = _split(a)
     bh, bl = _split(b)

@@ -180,9 +180,12 @@ def sgd_coast(
         power = sgd_dormant_map(gaps, lr=rate, weight_decay=weight_decay, momentum=mu)
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging recurrence is refused by the caller's check
         a, b, c, d = (x[inverse].reshape(gap.shape).astype(p.dtype) for x in power)
+        # a zero stays zero, however large M**k grows (dense SGD multiplies it by finite factors each step)
+        ap = np.where(p == 0, p, a * p)
         if buf is None:
-            return a * p, None
-        return a * p + b * buf, c * p + d * buf
+            return ap, None
+        bb = np.where(buf == 0, buf, b * buf)
+        return ap + bb, np.where(p == 0, p, c * p) + np.where(buf == 0, buf, d * buf)
 
 
 def sparse_sgd_update(
