@@ -619,8 +619,9 @@ def describe(report: Report) -> str:
                  f"off by {abs(d.got - d.expected) / d.tolerance:.1e} tolerances")
     if skipped:
         text += f"; {len(skipped)} skipped ({', '.join(r.scenario for r in skipped)})"
-    if report.unrun:
-        text += f"; not conclusive: {', '.join(report.unrun)} would tell it apart from other references"
+    inconclusive = [name for name in report.unrun if name not in report.errors]  # errors are named below
+    if inconclusive:
+        text += f"; not conclusive: {', '.join(inconclusive)} would tell it apart from other references"
     if report.errors:
         text += f"; errors in {', '.join(report.errors)}"
     return text + "."
