@@ -9,7 +9,8 @@ adapters whose library it can import and leaves the other files alone::
 Each adapter of :mod:`sparse_opt.conformance.adapters.torch_optim`,
 :mod:`...fbgemm` and :mod:`...tf_kernels` goes through every scenario of its
 family (in its ``form``: the FBGEMM adapters take the kernel form, and are
-written to ``fbgemm/``, apart from the catalogue's recordings); its runs
+written to ``fbgemm/``, the TorchRec ones to ``torchrec/``, apart from the
+catalogue's recordings); its runs
 (trajectories, skipped scenarios with the reason, errors, the scenarios'
 fingerprints, the library versions) are written to ``<AdapterClass>.npz`` here
 by :meth:`sparse_opt.conformance.Recording.save`. The scenarios are
@@ -72,6 +73,10 @@ def main() -> None:
         from sparse_opt.conformance.adapters import fbgemm
 
         groups.append((fbgemm.CANDIDATES, _versions("torch", "fbgemm_gpu"), "fbgemm"))
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("torchrec"):
+        from sparse_opt.conformance.adapters import torchrec
+
+        groups.append((torchrec.CANDIDATES, _versions("torch", "fbgemm_gpu", "torchrec"), "torchrec"))
     if importlib.util.find_spec("tensorflow"):
         from sparse_opt.conformance.adapters import tf_kernels
 
@@ -82,6 +87,7 @@ def main() -> None:
         for candidate in candidates:
             recording = record(candidate, versions=versions)
             path = OUT_DIR / folder / f"{candidate.__name__}.npz"
+            path.parent.mkdir(exist_ok=True)
             if _same(path, recording):
                 print(f"unchanged  {path.name}")
                 continue
