@@ -62,10 +62,10 @@ def test_l2_and_decouple_are_not_applied_by_exact_sgd_and_exact_adagrad_on_cpu()
         assert dropped in report.verdict and (report.divergence.scenario, report.divergence.step) == (point, first)
         decayed = next(r for r in report.results if r.scenario == point)
         assert decayed.deviations[dropped].score < 0.01 and decayed.deviations[claim].score > 100
-    for name in ("FbgemmExactSgdDecouple", "FbgemmExactAdagradDecouple"):
-        point = "sgd_weight_decay_f32x4_m0" if "Sgd" in name else "adagrad_weight_decay_f32x4"
+    for name, point, dropped in (("FbgemmExactSgdDecouple", "sgd_weight_decay_f32x4_m0", "sgd_no_decay"),
+                                 ("FbgemmExactAdagradDecouple", "adagrad_weight_decay_f32x4", "adagrad_no_decay")):
         result = next(r for r in check(_load(name)).results if r.scenario == point)
-        assert result.matches == (("tf_momentum", "sgd_no_decay") if "Sgd" in name else ("adagrad_no_decay",))[-1:]
+        assert result.matches == (dropped,), name
 
 
 def test_rowwise_adagrad_applies_its_decay_modes_and_counter_mode_grows_rows():
