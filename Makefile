@@ -13,7 +13,7 @@ ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # nbval's kernel, so one execution per notebook checks both its outputs and its order independence.
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-rerun-cells
 
-.PHONY: setup test test-code test-notebooks test-e2e lab bench html figures goldens clean
+.PHONY: setup test test-code test-notebooks test-e2e test-live lab bench html figures goldens clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,24 @@ test-notebooks: $(STAMP)
 test-e2e: $(STAMP)
 	$(BIN)/python -m pip install -e '.[e2e]'
 	$(BIN)/python -m pytest -m e2e tests/e2e -q
+
+# make test-live: the conformance checks against the real libraries, in their own environment: torch 2.13.0
+# (CPU), fbgemm-gpu-cpu 1.8.0 (the build that loads beside it; 1.9.0 needs torch 2.14) and torchrec 1.8.0
+# installed --no-deps (its metadata pulls the 498 MB CUDA fbgemm-gpu) with the few packages it needs.
+# Runs torch, FBGEMM, TorchRec (one process and two) live; TensorFlow where it is installed (skipped here).
+LIVE_VENV ?= .venv-live
+LIVE_STAMP := $(LIVE_VENV)/.installed
+LIVE_TESTS := tests/test_conformance_libraries.py tests/test_conformance_fbgemm.py tests/test_conformance_torchrec.py
+$(LIVE_STAMP): pyproject.toml
+	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
+	$(LIVE_VENV)/bin/python -m pip install torch==2.13.0 fbgemm-gpu-cpu==1.8.0 tensordict==0.15.3 \
+		torchmetrics==1.0.3 tqdm pyre-extensions "pytest>=8.0" "hypothesis>=6.100"
+	$(LIVE_VENV)/bin/python -m pip install --no-deps torchrec==1.8.0
+	$(LIVE_VENV)/bin/python -m pip install --no-deps -e .
+	@touch $(LIVE_STAMP)
+
+test-live: $(LIVE_STAMP)
+	$(LIVE_VENV)/bin/python -m pytest -q -rs -p no:cacheprovider $(LIVE_TESTS)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT)
@@ -71,4 +89,4 @@ goldens:
 	$(TF_PYTHON) tests/conformance/make_recordings.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis artifacts build
+	rm -rf $(VENV) $(LIVE_VENV) .pytest_cache .hypothesis artifacts build
