@@ -125,3 +125,85 @@ def test_kernel_form_refuses_a_table_wider_than_four():
     too_wide = type(wide)(wide.name, wide.family, wide.point, wide.hyper, np.ones((4, 5)), ())
     with pytest.raises(ValueError, match="5 columns, more than the kernel form's 4"):
         kernel_form(too_wide)
+
+
+# --------------------------------------------------------------------------- planted variants on the kernel form
+
+
+class PlantedRowwise:
+    """Row-wise Adagrad on the kernel form (float64 inside) with FBGEMM's decay modes and planted deviations."""
+
+    family, form, claims = "adagrad", "kernel", "rowwise_adagrad"
+    #: "none", "l2", "decoupled" or "counter" (FBGEMM's equations, ``semantics.adagrad``).
+    decay = "none"
+    #: Columns the row mean divides by (0: the row's width). 3: a kernel that ignores the padding to 4.
+    mean_over = 0
+    #: L2 added to the update only, not to the accumulator.
+    l2_update_only = False
+    #: Decoupled decay on every row at every step (dense), not at touches.
+    decay_every_row = False
+    #: COUNTER's growth "fixed" into a decay: freq = +1 / count.
+    counter_positive = False
+
+    def __init__(self, table: np.ndarray, hyper) -> None:
+        self.p, self.h, self.t = table.astype(np.float64), hyper, 0
+        self.acc = np.full(table.shape[0], hyper.initial_accumulator_value)
+        self.count = np.zeros(table.shape[0])
+
+    def step(self, row_ids: np.ndarray, row_grads: np.ndarray) -> None:
+        h, p = self.h, self.p
+        self.t += 1
+        g = np.zeros_like(p)
+        np.add.at(g, row_ids, -row_grads if h.maximize else row_grads)
+        rows = np.unique(row_ids)
+        lr = h.lr / (1 + (self.t - 1) * h.lr_decay)
+        gd = g[rows] + h.weight_decay * p[rows] if self.decay == "l2" else g[rows]
+        acc_g = g[rows] if self.l2_update_only else gd
+        self.acc[rows] += np.sum(acc_g**2, axis=1) / (self.mean_over or p.shape[1])
+        mult = (lr / (np.sqrt(self.acc[rows]) + h.eps))[:, None]
+        if self.decay == "decoupled" and self.decay_every_row:
+            p *= 1 - lr * h.weight_decay
+        elif self.decay == "decoupled":
+            p[rows] *= 1 - lr * h.weight_decay
+        if self.decay == "counter":
+            self.count[rows] += 1
+            freq = (1.0 if self.counter_positive else -1.0) / self.count[rows]
+            p[rows] *= (1 - freq * h.weight_decay * lr)[:, None]
+        p[rows] -= mult * gd
+
+    def table(self) -> np.ndarray:
+        return self.p.astype(np.float32)
+
+
+def _planted(**switches) -> type:
+    return type("Planted_" + "_".join(f"{k}_{v}" for k, v in switches.items()), (PlantedRowwise,), switches)
+
+
+@pytest.mark.parametrize("decay, semantics", [("l2", "rowwise_l2"), ("decoupled", "rowwise_decoupled"),
+                                              ("counter", "rowwise_counter"), ("none", "rowwise_no_decay")])
+def test_fbgemm_decay_modes_written_out_get_their_reference(decay, semantics):
+    report = check(_planted(decay=decay, claims=semantics))
+    assert report.ok and report.verdict == ("rowwise_adagrad", semantics)
+
+
+#: Planted deviation -> (claimed reference, first divergence (scenario, step, row, col)), from the scenarios:
+#: adagrad_late_first_touch touches row 0 at step 1 (the mean over 3 is off at once); adagrad_weight_decay touches
+#: rows 0 and 1 at step 1 and never rows 2, 3 before step 3.
+PLANTED = {
+    "mean_over_3": ({"mean_over": 3}, "rowwise_adagrad", ("adagrad_late_first_touch_f32x4", 1, 0, 0)),
+    "l2_update_only": ({"decay": "l2", "l2_update_only": True}, "rowwise_l2", ("adagrad_weight_decay_f32x4", 1, 0, 0)),
+    "decay_every_row": ({"decay": "decoupled", "decay_every_row": True}, "rowwise_decoupled",
+                        ("adagrad_weight_decay_f32x4", 1, 2, 0)),
+    "counter_positive": ({"decay": "counter", "counter_positive": True}, "rowwise_counter",
+                         ("adagrad_weight_decay_f32x4", 1, 0, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_planted_kernel_variants_are_caught_at_their_first_divergent_step(name):
+    switches, claim, where = PLANTED[name]
+    report = check(_planted(**switches, claims=claim))
+    d = report.divergence
+    assert not report.ok and claim not in report.verdict
+    assert (d.scenario, d.step, d.row, d.col) == where
+    assert abs(d.got - d.expected) > 10 * ROUNDING_LEVEL * d.tolerance  # far beyond rounding
