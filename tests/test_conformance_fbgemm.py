@@ -93,7 +93,7 @@ def test_decouple_global_fails_on_cpu_and_emainplace_leaves_rowwise_adagrad_at_i
 # --------------------------------------------------------------------------- a second route: numpy replay
 
 
-def _replay(s, rule: str, decay: str, fp16: bool = False) -> np.ndarray:
+def _replay(s, rule: str, decay: str, fp16: bool = False, ema: bool = False) -> np.ndarray:
     """The CPU kernels' update (``split_weight_update_cpu``) in float32, one unique row at a time.
 
     ``rule``: ``"sgd"`` (``w -= g * lr``), ``"adagrad"`` (``m += g * g; w -= lr * g / (sqrt(m) + eps)``, the
@@ -101,7 +101,9 @@ def _replay(s, rule: str, decay: str, fp16: bool = False) -> np.ndarray:
     ``"rowwise"`` (module docstring of ``semantics.adagrad``, with ``decay`` ``"none"``, ``"l2"``,
     ``"decoupled"`` or ``"counter"``; the last multiply-add fused). Repeated ids are summed in lookup order into the row's gradient (the
     kernel's ``grad_buffer``); ``maximize`` negates the gradient (the adapter negates the loss); fp16 weights are
-    rounded to fp16 after every update (stochastic rounding off).
+    rounded to fp16 after every update (stochastic rounding off). ``ema``: ``EMAINPLACE_ROWWISE_ADAGRAD``'s
+    default ``EmainplaceModeDefinition``: before the update of every 10th step, over the whole table, the slow
+    half of each row ``lerp``-s 0.6 of the way to the fast half (evaluated in double, rounded once).
     """
     f = np.float32
     h = s.hyper
@@ -111,7 +113,11 @@ def _replay(s, rule: str, decay: str, fp16: bool = False) -> np.ndarray:
     m = np.full(w.shape if rule == "adagrad" else rows, f(h.initial_accumulator_value), dtype=f)
     count = np.zeros(rows, dtype=f)
     out = []
-    for step in s.steps:
+    for t, step in enumerate(s.steps, 1):
+        if ema and t % 10 == 0:
+            half = cols // 2
+            slow, fast = w[:, half:].astype(np.float64), w[:, :half].astype(np.float64)
+            w[:, half:] = (slow + np.float64(f(0.6)) * (fast - slow)).astype(f)
         rs, cs, vals = step.entries()
         grad = {}
         for r, c, v in zip(rs, cs, vals, strict=True):
@@ -146,6 +152,7 @@ REPLAYS = {
     "FbgemmRowwiseAdagrad": ("rowwise", "none", False), "FbgemmRowwiseAdagradSum": ("rowwise", "none", False),
     "FbgemmRowwiseAdagradL2": ("rowwise", "l2", False), "FbgemmRowwiseAdagradDecouple": ("rowwise", "decoupled", False),
     "FbgemmRowwiseAdagradCounter": ("rowwise", "counter", False),
+    "FbgemmEmaInplaceRowwiseAdagrad": ("rowwise", "none", False, True),
     "FbgemmExactSgdFp16": ("sgd", "none", True), "FbgemmExactAdagradFp16": ("adagrad", "none", True),
     "FbgemmRowwiseAdagradFp16": ("rowwise", "none", True),
 }
@@ -163,14 +170,14 @@ def test_numpy_replay_of_the_kernel_update_gives_the_recorded_tables(name):
     the ulps measured (MAX_ULPS), fp16 included (so the fp16 kernels are row-wise / element-wise
     Adagrad and SGD whose weights round to fp16 after each update: their float32-tolerance verdict misses only
     by that rounding)."""
-    rule, decay, fp16 = REPLAYS[name]
+    rule, decay, fp16, *ema = REPLAYS[name]
     recording = _load(name)
     ran, worst = 0, 0.0
     for s in kernel_scenarios(recording.family):
         run = recording.runs[s.name]
         if run.trajectory is None:
             continue
-        want = _replay(s, rule, decay, fp16)
+        want = _replay(s, rule, decay, fp16, *ema)
         ulps = np.abs(run.trajectory.astype(np.float64) - want) / np.spacing(np.abs(want).astype(np.float16 if fp16
                                                                                               else np.float32))
         worst = max(worst, float(ulps.max()))

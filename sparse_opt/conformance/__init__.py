@@ -5,8 +5,11 @@ package runs small, named scenarios -- each isolating one semantic point (a row
 touched, left dormant for ``k`` steps and touched again; repeated ids; empty
 steps; eps placement; weight decay on dormant rows; ...) -- through a candidate
 optimizer and compares its trajectory with every *reference*: the kit's modes
-and the production variants (torch, TensorFlow, Keras, FBGEMM and HugeCTR, the
-last two modelled from published source), written as plain numpy loops.
+and the production variants (torch, TensorFlow, Keras, FBGEMM and HugeCTR; FBGEMM's
+GPU-only Adam and HugeCTR modelled from published source), written as plain
+numpy loops. The catalogue's *kernel form* (float32, 4 columns:
+``scenarios(family, "kernel")``) is what production embedding kernels can run:
+FBGEMM's CPU TBE optimizers and TorchRec are judged on it, live.
 
 Check your own optimizer in a few lines::
 
@@ -36,8 +39,10 @@ scenarios with every reference's expected trajectory as JSON
 (``docs/conformance_schema.md``) for implementations in other languages, and
 ``check-vectors DIR`` reads them back.
 
-Only numpy is needed; the torch and TensorFlow adapters import their library
-when built. Recorded runs of the real libraries live in ``tests/conformance``.
+Only numpy is needed; the torch, TensorFlow, FBGEMM and TorchRec adapters
+import their library when built. Recorded runs of the real libraries live in
+``tests/conformance`` (FBGEMM's and TorchRec's in its ``fbgemm/`` and
+``torchrec/``); ``make test-live`` re-runs them.
 """
 
 from sparse_opt.conformance.candidate import Candidate, Run, run
