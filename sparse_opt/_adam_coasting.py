@@ -130,6 +130,9 @@ class AdamCoasting:
             d1, d2 = self.decay1, self.decay2
             self.rho = d1 / (self.c * d2**self.powers) if self.c > 0 and d2 > 0 else np.full(self.terms, np.inf)
         self.window = self._window()
+        # where dense Adam's zero-gradient steps stop changing a subnormal m or v (see _stall)
+        self.m_floor = stall_floor(1.0 - beta1, self.dtype, lerp=True)
+        self.v_floor = stall_floor(beta2, self.dtype, lerp=False)
         # u_n(j) == 1 to rounding from this step on
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         self._recent_step = -1
@@ -249,6 +252,10 @@ class AdamCoasting:
             v_vanishes = (v == 0) | ((v * decay2 == 0) if self.beta2 <= 0.5 else False)
             zero_zero = dormant & (m == 0) & v_vanishes  # 0 / 0: NaN
             replay = coasting & v_vanishes  # m / 0: only a replay follows it
+            # a subnormal v: dense Adam divides by its rounded values, which the closed form (exact powers of
+            # beta2) does not reproduce; the replay does, step by step. (A v that only becomes subnormal later
+            # has coasting terms below rounding by then whenever the fast path is on: rho_0 < 1.)
+            replay |= coasting & (v < np.finfo(dtype).tiny)
             coasting &= ~replay
         if not self.window:
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
@@ -271,8 +278,11 @@ class AdamCoasting:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
         elif self.c != 1.0:
             p *= (self.c**k).astype(dtype)
+        m_start, v_start = m.copy(), v.copy()
         m *= (self.decay1**k).astype(dtype)
         v *= decay2
+        _stall(m, m_start, self.m_floor)
+        _stall(v, v_start, self.v_floor)
         if coast is not None:
             np.subtract(p, coast[0], out=p, where=coast[1])
         if direct is not None:
@@ -418,6 +428,57 @@ def _discounted_sums(rho: np.ndarray, u: np.ndarray) -> np.ndarray:
         partial = np.cumsum(r ** -offsets * u[:, e0:e1], axis=1)
         out[:, e0 + 1 : e1 + 1] = r ** (offsets + 1) * (out[:, e0 : e0 + 1] + partial)
     return out
+
+
+def stall_floor(factor: float, dtype: np.dtype, lerp: bool) -> float:
+    """The largest value at which dense Adam's zero-gradient step leaves a subnormal moment unchanged.
+
+    Dense Adam does not reach 0 by decaying: below the smallest normal number
+    the moments are whole multiples ``n`` of the smallest subnormal ``u``, each
+    step rounds, and once ``n`` is small enough the rounding gives ``n`` back.
+    ``v <- v * beta2`` (``lerp=False``, ``factor = beta2``) keeps ``n * u`` when
+    ``fl(beta2 * n * u) == n * u``; ``m <- lerp(m, 0, 1 - beta1)``
+    (``lerp=True``, ``factor = 1 - beta1``) when ``fl((1 - beta1) * n * u) ==
+    0``. Those ``n`` are ``1 .. n_max``; on the way down every step near
+    ``n_max`` lowers ``n`` by exactly one, so a decaying moment lands on
+    ``n_max * u`` and stays there (or keeps a smaller start). Returns
+    ``n_max * u`` in ``dtype`` (0 when no subnormal is kept).
+    """
+    dt = np.dtype(dtype).type
+    tiny = dt(np.finfo(dtype).smallest_subnormal)
+    f = dt(factor)
+
+    # torch's lerp(m, 0, w) is m + w * (0 - m) for w < 0.5, else 0 - (0 - m) * (1 - w)
+    keep = dt(1) - f if lerp and factor >= 0.5 else f
+
+    def kept(n: int) -> bool:
+        with np.errstate(under="ignore"):
+            x = dt(n) * tiny
+            return bool(f * x == 0) if lerp and factor < 0.5 else bool(keep * x == x)
+
+    if not kept(1):
+        return 0.0
+    shrink = float(factor) if lerp and factor < 0.5 else 1.0 - float(keep)
+    guess = int(0.5 / shrink) if shrink > 0 else 1
+    n = max(1, min(guess + 2, 1 << 52))
+    while n > 1 and not kept(n):
+        n -= 1
+    while kept(n + 1) and n < (1 << 52):
+        n += 1
+    return float(dt(n) * tiny)
+
+
+def _stall(x: np.ndarray, start: np.ndarray, floor: float) -> None:
+    """Where decaying ``start`` reached ``x`` (in closed form) below dense Adam's stall, put the stall back, in place.
+
+    Dense Adam's moment ends at ``min(|start|, floor)`` (with its sign) once
+    the exact decay falls below ``floor`` (:func:`stall_floor`): never at 0.
+    """
+    if floor == 0.0:
+        return
+    low = (np.abs(x) < floor) & (start != 0)
+    if low.any():
+        x[low] = np.copysign(np.minimum(np.abs(start[low]), floor), start[low])
 
 
 def dormant_factors(beta1: float, beta2: float, shrink: float, dtype: np.dtype) -> tuple[float, float, float]:

@@ -53,3 +53,87 @@ def test_two_prod_is_exact_for_every_finite_input(a, b):
         assert error == 0
     else:
         assert error <= Fraction(2) ** -1074
+
+
+ADAM_STALL_CASES = [
+    # beta1, beta2, dtype, first gradient of the two coordinates. After 20,000 dormant steps every moment has
+    # stalled except with (0.99, 0.999): there they are still decaying (one normal, one subnormal), and the
+    # closed form's exact powers differ from dense Adam's 20,000 roundings by what those roundings add up to.
+    (0.9, 0.9, np.float64, (1.0, 1e-160)),
+    (0.99, 0.999, np.float64, (1.0, 1e-150)),
+    (0.9, 0.99, np.float32, (1.0, 1e-20)),
+    (0.5, 0.95, np.float64, (1.0, 1e-160)),
+]
+
+
+def assert_moments_equal(got, want, case):
+    """Bit for bit once stalled; still decaying, within 20,000 roundings (k eps relative, 8 subnormal units)."""
+    beta1, beta2, dtype, _ = case
+    if (beta1, beta2) == (0.99, 0.999):
+        eps, tiny = np.finfo(dtype).eps, np.finfo(dtype).smallest_subnormal
+        np.testing.assert_allclose(got, want, rtol=20_000 * float(eps), atol=8 * float(tiny))
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def _adam_pair(beta1, beta2, dtype, first, dormant):
+    """DENSE_EQUIVALENT and the kit's DenseAdam (eps = 0), one step with ``first``, ``dormant`` zero-gradient steps."""
+    cfg = dict(lr=0.01, beta1=beta1, beta2=beta2, eps=0.0)
+    p, d = np.ones(2, dtype), np.ones(2, dtype)
+    lazy = so.SparseAdam(p, so.SparseAdamConfig(mode="dense_equivalent", **cfg))
+    dense = so.DenseAdam(d, **cfg)
+    g = np.array(first, dtype)
+    lazy.step(so.CooGradient([0, 1], g, 2))
+    dense.step(g)
+    with np.errstate(under="ignore"):
+        for _ in range(dormant):
+            lazy.step(so.CooGradient([], np.zeros(0, dtype), 2))
+            dense.step(np.zeros(2, dtype))
+    return lazy, dense, p, d
+
+
+@pytest.mark.parametrize("case", ADAM_STALL_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{np.dtype(c[2]).name}")
+def test_adam_moments_stall_where_dense_adams_do(case):
+    """eps = 0, 20,000 dormant steps: m and v end at dense Adam's subnormal stall, not at 0; a later zero gradient is finite.
+
+    Round 2's closed form reached exactly 0, so the next explicit zero gradient computed 0 / 0 (NaN) where
+    dense Adam moves on (0.91554874 for beta2 = 0.9). A v that is subnormal from the start (g = 1e-160) is
+    replayed with dense Adam's roundings (the closed form was off by 2.5e-5 relative there).
+    """
+    beta1, beta2, dtype, first = case
+    lazy, dense, p, d = _adam_pair(beta1, beta2, dtype, first, 20_000)
+    lazy.catch_up([0, 1])
+    assert_moments_equal(lazy.v, dense.v, case)
+    if beta1 != 0.5:  # the kit's DenseAdam multiplies m by beta1; torch's lerp (and the catch-up) differ there
+        assert_moments_equal(lazy.m, dense.m, case)
+    assert (lazy.v > 0).all()
+    rtol = 1e-12 if dtype == np.float64 else 8 * float(np.finfo(dtype).eps)  # the SPEC's bound; float32: 8 ulps
+    np.testing.assert_allclose(p, d, rtol=rtol)
+    with np.errstate(under="ignore"):
+        lazy.step(so.CooGradient([0, 1], np.zeros(2, dtype), 2))
+        dense.step(np.zeros(2, dtype))
+    assert np.isfinite(p).all()
+    np.testing.assert_allclose(p, d, rtol=rtol)
+
+
+@pytest.mark.parametrize("case", ADAM_STALL_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{np.dtype(c[2]).name}")
+def test_adam_stall_against_torch(case):
+    """The same runs against torch.optim.Adam (lerp for m): m, v and the parameters bit for bit."""
+    torch = pytest.importorskip("torch")
+    beta1, beta2, dtype, first = case
+    tdt = torch.float64 if dtype == np.float64 else torch.float32
+    w = torch.nn.Parameter(torch.ones(2, dtype=tdt))
+    opt = torch.optim.Adam([w], lr=0.01, betas=(beta1, beta2), eps=0.0)
+    lazy, _, p, _ = _adam_pair(beta1, beta2, dtype, first, 0)
+    w.grad = torch.tensor(np.array(first, dtype))
+    opt.step()
+    for _ in range(20_000):
+        w.grad = torch.zeros(2, dtype=tdt)
+        opt.step()
+        lazy.step(so.CooGradient([], np.zeros(0, dtype), 2))
+    lazy.catch_up([0, 1])
+    state = opt.state[w]
+    assert_moments_equal(lazy.m, state["exp_avg"].numpy(), case)
+    assert_moments_equal(lazy.v, state["exp_avg_sq"].numpy(), case)
+    if beta1 != 0.99:  # 20,000 float64 roundings of a coasting parameter: ulps apart, not bits
+        np.testing.assert_array_equal(p, w.detach().numpy())

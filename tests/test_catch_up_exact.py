@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_opt as so
+from sparse_opt._adam_coasting import stall_floor
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -76,10 +77,14 @@ def error_in_eps(p, m, v, s, k, lr, beta1, beta2, eps, wd):
     got_p, got_m, got_v = caught_up(p, m, v, s, k, cfg)
     ref_p, ref_m, ref_v, terms = exact_dense(p, m, v, s, k, lr, beta1, beta2, eps, c)
     scale_p = abs(mpmath.mpf(c) ** k * p) + terms
-    out = []
-    for got, ref, scale in ((got_p, ref_p, scale_p), (got_m, ref_m, abs(ref_m)), (got_v, ref_v, abs(ref_v))):
-        tiny = mpmath.mpf(np.finfo(np.float64).tiny)  # below it float64 is subnormal: absolute ulps
-        out.append(float(abs(mpmath.mpf(got) - ref) / (max(scale, tiny) * EPS64)))
+    out = [float(abs(mpmath.mpf(got_p) - ref_p) / (scale_p * EPS64))]
+    # far below float64's normal range dense Adam's moments stall at a few of the smallest subnormals instead of
+    # reaching the exact value (its own rounding; pinned against torch in test_catch_up_edges): an error up to
+    # that stall counts as one unit
+    floors = (stall_floor(1.0 - beta1, np.float64, lerp=True), stall_floor(beta2, np.float64, lerp=False))
+    for got, ref, floor in ((got_m, ref_m, floors[0]), (got_v, ref_v, floors[1])):
+        unit = max(abs(ref) * EPS64, mpmath.mpf(floor), mpmath.mpf(np.finfo(np.float64).smallest_subnormal))
+        out.append(float(abs(mpmath.mpf(got) - ref) / unit))
     return out
 
 

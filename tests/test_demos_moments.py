@@ -306,7 +306,9 @@ def test_catch_up_after_a_billion_steps_equals_the_first_terms_of_the_sum() -> N
     far = mo.kernel_catch_up(ROW["p"], ROW["m"], ROW["v"], 100, 10**9)
     first = mo.coasting_sum(ROW["p"], ROW["m"], ROW["v"], 100, 50_000)
     assert mo.max_relative_difference(far[0], first[0]) <= 1e-12
-    assert not far[1].any() and not far[2].any()
+    # m and v end where dense Adam's stall: a few of the smallest subnormals, never 0 (test_catch_up_edges)
+    tiny = np.finfo(np.float64).smallest_subnormal
+    assert (np.abs(far[1]) <= 5 * tiny).all() and (far[2] <= 499 * tiny).all()
 
 
 def test_plot_moment_traces_panels_and_lines() -> None:
