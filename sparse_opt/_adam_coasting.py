@@ -340,6 +340,7 @@ class AdamCoasting:
         L = self.window
         i = np.arange(1, L + 1, dtype=np.float64)
         out = np.empty(m.size)
+        lr_m = self.lr * m.astype(np.float64)
         block = max(1, (1 << 18) // L)
         for lo in range(0, m.size, block):
             ss, kk = s[lo : lo + block, None].astype(np.float64), k[lo : lo + block, None]
@@ -349,8 +350,10 @@ class AdamCoasting:
             b = self.decay2 ** (i / 2) / np.sqrt(1.0 - self.beta2**j)
             with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
                 w = np.where(i <= np.minimum(kk, L), self.c ** (kk - i) * a, 0.0)
-                out[lo : lo + block] = (w / (b * x + self.eps)).sum(axis=1)
-        return (self.lr * m.astype(np.float64) * out).astype(self.dtype)
+                # lr * m enters each term, not the sum: with a tiny eps and v = 0 the sum alone overflows
+                # (1 / eps > 1e307) where every term of the coasting is finite
+                out[lo : lo + block] = ((lr_m[lo : lo + block, None] * w) / (b * x + self.eps)).sum(axis=1)
+        return out.astype(self.dtype)
 
     def _replay(self, p: np.ndarray, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Dense Adam's zero-gradient steps one by one, for 1-D arrays of coordinates; returns the new ``p``.

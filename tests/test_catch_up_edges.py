@@ -137,3 +137,24 @@ def test_adam_stall_against_torch(case):
     assert_moments_equal(lazy.v, state["exp_avg_sq"].numpy(), case)
     if beta1 != 0.99:  # 20,000 float64 roundings of a coasting parameter: ulps apart, not bits
         np.testing.assert_array_equal(p, w.detach().numpy())
+
+
+@pytest.mark.parametrize("eps", [1e-308, 1e-310])
+def test_a_tiny_eps_with_v_zero_coasts_as_dense_adam(eps):
+    """eps < 1e-307 and a v that rounded to 0 (g = 1e-170): each coasting term is finite (dense: -3.0e136).
+
+    The direct sum added the terms' weights over eps before multiplying by lr * m: 1 / eps overflowed to inf.
+    """
+    cfg = dict(lr=0.01, beta1=0.9, beta2=0.999, eps=eps)
+    p, d = np.ones(1), np.ones(1)
+    lazy = so.SparseAdam(p, so.SparseAdamConfig(mode="dense_equivalent", **cfg))
+    dense = so.DenseAdam(d, **cfg)
+    g = np.array([1e-170])
+    lazy.step(so.CooGradient([0], g, 1))
+    dense.step(g)
+    assert lazy.v[0] == 0.0
+    for _ in range(3000):
+        lazy.step(so.CooGradient([], [], 1))
+        dense.step(np.zeros(1))
+    lazy.catch_up([0])
+    np.testing.assert_allclose(p, d, rtol=1e-12)
