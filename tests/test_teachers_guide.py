@@ -1,6 +1,7 @@
-"""docs/teachers.md keeps up with the course: an answer for every question at the end of every lesson (by
-lesson and number, opening with the question's own first words), every checker diagnosis of every exercise
-listed under its lesson, and each lesson's time as the README plans it."""
+"""docs/teachers.md keeps up with the course: an answer for every question at the end of every lesson and
+appendix (by notebook and number, opening with the question's own first words), every checker diagnosis of
+every exercise listed under its lesson, and each notebook's time as the README plans it (which
+tests/test_lesson_times.py checks against the time computed from the notebook)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from sparse_opt import exercises as ex
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "teachers.md"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
-LESSONS = [p.name[:2] for p in NOTEBOOKS]
+#: the course's notebooks: the lessons "00_..." to "08_..." and appendices such as "03a_..."
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("*.ipynb") if re.match(r"\d\d[a-z]?_", p.name))
+LESSONS = [p.name.split("_", 1)[0] for p in NOTEBOOKS]
 
 
 def normal(text: str) -> str:
@@ -48,9 +50,9 @@ def questions(notebook: Path) -> dict[int, str]:
 
 
 def guide_sections() -> dict[str, str]:
-    """The guide's lesson sections, "00" -> its text."""
+    """The guide's sections, one per notebook: "00" -> the text of "## Lesson 00 ...", "03a" -> "## Appendix 03a ..."."""
     text = GUIDE.read_text(encoding="utf-8")
-    parts = re.split(r"^## Lesson (\d\d) ", text, flags=re.M)
+    parts = re.split(r"^## (?:Lesson|Appendix) (\d\d[a-z]?) ", text, flags=re.M)
     sections = dict(zip(parts[1::2], parts[2::2], strict=True))
     return {k: re.split(r"^## ", v, flags=re.M)[0] for k, v in sections.items()}
 
@@ -64,8 +66,8 @@ def answers(section: str) -> dict[int, str]:
 
 
 def test_every_lesson_has_a_section_and_a_questions_list() -> None:
-    assert LESSONS[:9] == [f"{k:02d}" for k in range(9)]
-    assert sorted(guide_sections()) == LESSONS, "docs/teachers.md needs a '## Lesson NN' section per notebook"
+    assert [k for k in LESSONS if k.isdigit()] == [f"{k:02d}" for k in range(9)]
+    assert sorted(guide_sections()) == LESSONS, "docs/teachers.md needs a '## Lesson NN' (or '## Appendix NNa') section per notebook"
     for notebook in NOTEBOOKS:
         assert questions(notebook), f"{notebook.name} has no numbered Questions"
 
@@ -73,7 +75,7 @@ def test_every_lesson_has_a_section_and_a_questions_list() -> None:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_question_has_its_answer(notebook: Path) -> None:
     asked = questions(notebook)
-    given = answers(guide_sections()[notebook.name[:2]])
+    given = answers(guide_sections()[notebook.name.split("_", 1)[0]])
     assert sorted(given) == sorted(asked), (
         f"{notebook.name}: questions {sorted(asked)}, answers in docs/teachers.md {sorted(given)}"
     )
@@ -94,7 +96,7 @@ def test_every_diagnosis_is_listed_under_its_lesson(exercise: ex.Exercise) -> No
 
 def test_each_lessons_time_is_the_readmes() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    planned = dict(re.findall(r"^\| `(\d\d)_\w+` \|.*\| ([^|]+?) \|$", readme, re.M))
+    planned = dict(re.findall(r"^\| `(\d\d[a-z]?)_\w+` \|.*\| ([^|]+?) \|$", readme, re.M))
     assert sorted(planned) == LESSONS, "the README's course table lists every notebook with its time"
     for lesson, section in guide_sections().items():
         time = re.search(r"^\*\*Time\*\* \(the README's plan\): (.+)$", section, re.M)
