@@ -161,6 +161,38 @@ def test_step_size_legend_is_outside_the_axes_and_hides_no_curve():
     assert data_points_under_legends(fig) == 0
 
 
+def outlier_lines(ax) -> list[float]:
+    """The x positions of the vertical lines that mark an outlier step on one axes."""
+    return [float(line.get_xdata()[0]) for line in ax.get_lines() if line.get_linestyle() == ":" and line.get_color() == "tab:red"]
+
+
+def test_step_sizes_put_one_kind_of_quantity_on_each_axis_and_mark_the_outlier():
+    # The review found one "value" axis over six quantities, with the planted outlier unmarked.
+    tr = ad.adafactor_trace(num_steps=400, outlier_step=300, outlier_factor=30.0)
+    assert tr["outlier"].sum() == 1 and tr["t"][tr["outlier"]][0] == 300
+    fig = drawn(ad.plot_step_sizes(tr, lr=0.1))
+    rho_ax, size_ax = fig.axes
+    assert "value" not in (rho_ax.get_ylabel(), size_ax.get_ylabel())
+    assert "rho" in rho_ax.get_ylabel() and "units of P" in size_ax.get_ylabel()
+    curves = {line.get_label(): ax for ax in fig.axes for line in ax.get_lines()}
+    assert curves["rho_t = min(lr, 1/sqrt(t))"] is rho_ax and curves["1/sqrt(t)"] is rho_ax
+    for name in ("RMS(P) before the step", "alpha_t = max(eps2, RMS(P)) * rho_t", "measured RMS(P_new - P_old)"):
+        assert curves[name] is size_ax, name
+    assert outlier_lines(rho_ax) == outlier_lines(size_ax) == [300.0]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels.count("outlier gradient (x30), step 300") == 1
+    clipping = ad.plot_clipping(tr, d=1.0)
+    assert [outlier_lines(ax) for ax in clipping.axes] == [[300.0], [300.0]]
+
+
+def test_no_outlier_no_mark():
+    tr = ad.adafactor_trace(num_steps=50, outlier_step=0)
+    assert not tr["outlier"].any()
+    for fig in (ad.plot_step_sizes(tr, lr=0.1), ad.plot_clipping(tr, d=1.0)):
+        assert all(outlier_lines(ax) == [] for ax in fig.axes)
+        assert not any(t.get_text().startswith("outlier") for t in fig.legends[0].get_texts())
+
+
 def test_every_plot_is_slide_ready():
     streams = {k: ad.factored_vs_full(ad.gradient_stream(k, (16, 8), 20, seed=0)) for k in ("rank1ish", "random")}
     tr = ad.adafactor_trace(num_steps=320, outlier_step=300)
@@ -235,7 +267,7 @@ def test_plots_return_figures_with_expected_axes():
 
     tr = ad.adafactor_trace(num_steps=20, outlier_step=10)
     fig = ad.plot_step_sizes(tr, lr=0.1)
-    assert isinstance(fig, Figure) and len(fig.axes) == 1
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any(label.startswith("rho_t") for label in labels) and any(label.startswith("alpha_t") for label in labels)
 

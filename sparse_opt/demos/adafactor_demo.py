@@ -191,7 +191,9 @@ def adafactor_trace(
         ``"rms_u"``: ``RMS(U)`` of the unclipped update ``U = g / sqrt(max(V, eps1**2))``,
         with ``V`` rebuilt from the optimizer's row and column state after the
         step; ``"clip"``: ``max(1, RMS(U) / d)``; ``"predicted_step"``:
-        ``alpha * RMS(U) / clip``; ``"step"``: the measured ``RMS(P_new - P_old)``.
+        ``alpha * RMS(U) / clip``; ``"step"``: the measured ``RMS(P_new - P_old)``;
+        ``"outlier"``: True at the step whose gradient was scaled (all False without one);
+        ``"outlier_factor"``: that scale at every step (the figures label the outlier with it).
     """
     rng = np.random.default_rng(seed)
     target = rng.normal(size=shape)
@@ -222,6 +224,8 @@ def adafactor_trace(
         "clip": clip,
         "predicted_step": alpha * rms_u / clip,
         "step": step,
+        "outlier": t == outlier_step,
+        "outlier_factor": np.full(num_steps, float(outlier_factor)),
     }
 
 
@@ -489,28 +493,44 @@ def plot_estimate_vs_truth(results: Mapping[str, Mapping[str, np.ndarray]]) -> F
     return finish(tidy_log_axes(fig))
 
 
-def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e-3) -> Figure:
-    """``rho_t``, ``alpha_t``, ``RMS(P)`` and the measured step over steps (log-log), from :func:`adafactor_trace`.
+def _mark_outlier(trace: Mapping[str, np.ndarray], axes: Sequence) -> None:
+    """A vertical line on every axes at the step whose gradient was scaled, labelled once (no line without one)."""
+    steps = trace["t"][trace["outlier"]]
+    for step in steps:
+        label = f"outlier gradient (x{trace['outlier_factor'][0]:g}), step {step}"
+        for k, ax in enumerate(axes):
+            ax.axvline(step, color="tab:red", ls=":", lw=1.5, label=label if k == 0 else None)
 
-    ``lr`` and ``eps2`` are the values the trace was run with (drawn as guides).
-    The legend sits to the right of the axes, so no curve is hidden behind it.
+
+def plot_step_sizes(trace: Mapping[str, np.ndarray], lr: float, eps2: float = 1e-3) -> Figure:
+    """The relative step ``rho_t``, then the absolute sizes ``RMS(P)``, ``alpha_t`` and the measured step (log-log).
+
+    Two panels, each of quantities of one kind: the top one is dimensionless (``rho_t``
+    with its two bounds ``lr`` and ``1/sqrt(t)``), the bottom one in the units of the
+    parameter (``RMS(P)`` before the step, the ``eps2`` floor, ``alpha_t`` and the
+    measured ``RMS(P_new - P_old)``). ``lr`` and ``eps2`` are the values the trace was
+    run with (drawn as guides); the step whose gradient was scaled (``trace["outlier"]``)
+    is a dotted red line on both panels. The legend sits to the right of the axes, so
+    no curve is hidden behind it.
 
     Returns
     -------
     Figure
-        One axes and one figure legend outside it.
+        Two axes sharing the step axis, and one figure legend outside them.
     """
     t = trace["t"]
-    fig = new_figure(9.0, 3.8)
-    ax = fig.add_subplot()
-    ax.loglog(t, 1.0 / np.sqrt(t), ":", color="gray", label="1/sqrt(t)")
-    ax.axhline(lr, ls="--", color="gray", lw=1, label=f"lr = {lr:.3g}")
-    ax.loglog(t, trace["rho"], lw=2, label="rho_t = min(lr, 1/sqrt(t))")
-    ax.loglog(t, trace["rms_param"], label="RMS(P) before the step")
-    ax.axhline(eps2, ls="-.", color="gray", lw=1, label=f"eps2 = {eps2:.3g}")
-    ax.loglog(t, trace["alpha"], lw=2, label="alpha_t = max(eps2, RMS(P)) * rho_t")
-    ax.loglog(t, trace["step"], ".", ms=2, label="measured RMS(P_new - P_old)")
-    ax.set(title="Relative step size", xlabel="step t", ylabel="value")
+    fig = new_figure(9.0, 5.6)
+    ax_rho, ax_size = fig.subplots(2, 1, sharex=True)
+    ax_rho.loglog(t, 1.0 / np.sqrt(t), ":", color="gray", label="1/sqrt(t)")
+    ax_rho.axhline(lr, ls="--", color="gray", lw=1, label=f"lr = {lr:.3g}")
+    ax_rho.loglog(t, trace["rho"], lw=2, label="rho_t = min(lr, 1/sqrt(t))")
+    ax_rho.set(title="Relative step size", ylabel="rho_t (no unit)")
+    ax_size.loglog(t, trace["rms_param"], color="tab:orange", label="RMS(P) before the step")
+    ax_size.axhline(eps2, ls="-.", color="gray", lw=1, label=f"eps2 = {eps2:.3g}")
+    ax_size.loglog(t, trace["alpha"], lw=2, color="tab:green", label="alpha_t = max(eps2, RMS(P)) * rho_t")
+    ax_size.loglog(t, trace["step"], ".", ms=2, color="tab:purple", label="measured RMS(P_new - P_old)")
+    ax_size.set(title="Absolute sizes, in the units of P", xlabel="step t", ylabel="size (units of P)")
+    _mark_outlier(trace, (ax_size, ax_rho))
     fig.legend(loc="outside right upper", markerscale=3)
     return finish(tidy_log_axes(fig))
 
@@ -522,8 +542,9 @@ def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
     -------
     Figure
         Two axes sharing the step axis: the clipping ratio (log y, threshold 1
-        drawn), then the factor the update was multiplied by; the legend is to
-        the right of the axes.
+        drawn), then the factor the update was multiplied by; the step whose
+        gradient was scaled is a dotted red line on both; the legend is to the
+        right of the axes.
     """
     t = trace["t"]
     ratio = trace["rms_u"] / d
@@ -536,6 +557,7 @@ def plot_clipping(trace: Mapping[str, np.ndarray], d: float) -> Figure:
     ax_ratio.set(title=f"Update clipping, d = {d:g}", ylabel="RMS(U) / d")
     ax_factor.plot(t, 1.0 / trace["clip"], lw=1)
     ax_factor.set(xlabel="step t", ylabel="1 / max(1, RMS(U)/d)", ylim=(0, 1.05))
+    _mark_outlier(trace, (ax_ratio, ax_factor))
     fig.legend(loc="outside right upper")
     return finish(tidy_log_axes(fig))
 
