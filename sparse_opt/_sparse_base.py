@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from sparse_opt._arrays import INT64_MAX, as_index_array, cast_values, check_in_range
+from sparse_opt._rounding import Precision
 from sparse_opt._state import Entry, Stateful
 from sparse_opt._step_record import CoordinateSteps, RowSteps, SplitStepsView
 from sparse_opt._validation import check_param_array
@@ -43,14 +44,15 @@ class Target(NamedTuple):
     by_rows: bool
 
 
-def locate(grad: object, params: np.ndarray) -> Target:
+def locate(grad: object, params: np.ndarray, dtype: np.dtype | None = None) -> Target:
     """Validate ``grad`` against ``params`` and return its :class:`Target`; nothing is mutated.
 
     1-D parameters take a :class:`CooGradient` with ``dim == params.size``; 2-D
     parameters a :class:`CsrGradient` with ``shape == params.shape``. Values must
-    be finite and representable in the parameters' dtype, to which they are cast.
+    be finite and representable in ``dtype`` (default the parameters'; the
+    optimizers pass their state's, :mod:`sparse_opt._rounding`), to which they are cast.
     """
-    dtype = params.dtype
+    dtype = params.dtype if dtype is None else dtype
     if params.ndim == 1:
         if not isinstance(grad, CooGradient):
             raise TypeError(f"grad must be a CooGradient for a 1-D parameter, got {type(grad).__name__}")
@@ -92,10 +94,11 @@ class SparseOptimizer(Stateful):
     _config_type: ClassVar[type]
 
     def __init__(self, params: np.ndarray, config: Any) -> None:
-        self.params = check_param_array(params, self._ndim, "params")
+        self.params = check_param_array(params, self._ndim, "params", allow_half=True)
         if not isinstance(config, self._config_type):
             raise TypeError(f"config must be a {self._config_type.__name__}, got {type(config).__name__}")
         self.config = config
+        self._precision = Precision(self.params.dtype, config.state_dtype, config.rounding, config.seed)
         self.step_count = 0
         self._record: CoordinateSteps | RowSteps | None = None
         if self._keeps_steps():
@@ -138,7 +141,7 @@ class SparseOptimizer(Stateful):
         checked, before anything changes: on an error, parameters and state are
         exactly as before. An empty gradient still advances ``step_count``.
         """
-        target = locate(grad, self.params)
+        target = locate(grad, self.params, self._precision.state)
         if self.step_count >= INT64_MAX:
             raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1, the last step an int64 records")
         if target.index.size:

@@ -33,6 +33,16 @@ from typing import Any
 import numpy as np
 
 from sparse_opt._arrays import INT64_MAX, first_not_finite
+from sparse_opt._rounding import (
+    GENERATOR_WORDS,
+    Precision,
+    check_generator_state,
+    generator_state,
+    set_generator_state,
+)
+
+#: The state-dict key of the generator of stochastic rounding.
+GENERATOR_KEY = "rng_state"
 
 ConfigValue = float | int | bool | str
 
@@ -48,7 +58,9 @@ class Entry:
         Accepted shapes; ``((),)`` for a counter. The first is the canonical one.
         ``None`` in a shape accepts any length on that axis.
     dtype : numpy dtype
-        ``int64`` for counters and step records, else the parameters' float dtype.
+        ``int64`` for counters and step records, ``uint64`` for a generator's state
+        (:mod:`sparse_opt._rounding`), else the state's float dtype (bfloat16 state is
+        saved as its uint16 bit pattern).
     nonnegative : bool
         Float entries only: refuse negative values (second moments, accumulators).
     bounded_by : str or None
@@ -93,10 +105,16 @@ def config_scalars(config: Any) -> dict[str, ConfigValue]:
 
 
 def make_state_dict(config: Mapping[str, ConfigValue], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Config plus copies of the state values: int counters as ``np.int64``, arrays copied."""
+    """Config plus copies of the state values: int counters as ``np.int64``, arrays copied.
+
+    A bfloat16 array (``ml_dtypes``, which ``np.savez`` cannot write) is stored as its
+    uint16 bit pattern; :func:`load_state` turns it back.
+    """
     out: dict[str, Any] = dict(config)
     for key, value in values.items():
         out[key] = np.int64(value) if isinstance(value, int) else np.array(value, copy=True)
+        if isinstance(value, np.ndarray) and value.dtype.name == "bfloat16":
+            out[key] = out[key].view(np.uint16)
     return out
 
 
@@ -146,9 +164,12 @@ def _load_array(d: Mapping[str, Any], entry: Entry, counters: Mapping[str, int])
     if not entry.accepts(a.shape):
         accepted = " or ".join(str(s).replace("None", "any") for s in entry.shapes)
         raise ValueError(f"state_dict[{key!r}] has shape {a.shape}, expected {accepted}")
+    is_bfloat16 = entry.dtype.name == "bfloat16"
+    if is_bfloat16 and a.dtype == np.uint16:  # make_state_dict's bit pattern
+        a = a.view(entry.dtype)
     if a.dtype != entry.dtype:
         raise ValueError(f"state_dict[{key!r}] has dtype {a.dtype}, expected {entry.dtype}")
-    if a.dtype.kind == "f":
+    if a.dtype.kind == "f" or is_bfloat16:
         k = first_not_finite(a)
         if k is not None:
             raise ValueError(f"state_dict[{key!r}] holds {a.reshape(-1)[k]} at flat position {k}, which is not finite")
@@ -193,7 +214,16 @@ class Stateful:
     (the :class:`Entry` list), ``_state_values()`` (key to current value) and
     ``_adopt_state(loaded)`` (swap in validated copies), and may add
     ``_check_state(loaded)``: checks across entries, run before anything is adopted.
+    An optimizer whose :attr:`_precision` has a generator (stochastic rounding of
+    half-precision parameters, :mod:`sparse_opt._rounding`) gets its state saved
+    and restored under ``"rng_state"`` here.
     """
+
+    #: The optimizer's :class:`~sparse_opt._rounding.Precision` (None: full precision only).
+    _precision: Precision | None = None
+
+    def _rng(self) -> np.random.Generator | None:
+        return None if self._precision is None else self._precision.rng
 
     def _config(self) -> dict[str, ConfigValue]:
         raise NotImplementedError
@@ -217,7 +247,11 @@ class Stateful:
         ``np.load(..., allow_pickle=False)``; parameters are not included (they
         are the caller's arrays).
         """
-        return make_state_dict(self._config(), self._state_values())
+        values = self._state_values()
+        rng = self._rng()
+        if rng is not None:
+            values = {**values, GENERATOR_KEY: generator_state(rng)}
+        return make_state_dict(self._config(), values)
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`: keys, config, shapes, dtypes and values are all checked.
@@ -225,6 +259,13 @@ class Stateful:
         Raises ``ValueError`` on any mismatch (``TypeError`` for a non-mapping),
         leaving the optimizer unchanged.
         """
-        loaded = load_state(state_dict, self._config(), self._state_entries())
+        rng = self._rng()
+        entries = self._state_entries()
+        if rng is not None:
+            entries = [*entries, Entry(GENERATOR_KEY, ((GENERATOR_WORDS,),), np.dtype(np.uint64))]
+        loaded = load_state(state_dict, self._config(), entries)
+        words = None if rng is None else check_generator_state(loaded[GENERATOR_KEY], GENERATOR_KEY)
         self._check_state(loaded)
         self._adopt_state(loaded)
+        if rng is not None:
+            set_generator_state(rng, words)

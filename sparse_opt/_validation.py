@@ -18,10 +18,12 @@ from sparse_opt._arrays import cast_values, check_array_like, describe_position,
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def check_param_array(x: object, ndim: int | None, name: str = "params") -> np.ndarray:
+def check_param_array(x: object, ndim: int | None, name: str = "params", allow_half: bool = False) -> np.ndarray:
     """Check that ``x`` can be updated in place as an optimizer's parameters.
 
     Parameters must be a writeable, C-contiguous ``float32`` or ``float64``
+    (with ``allow_half`` also ``float16`` or ``ml_dtypes.bfloat16``, recognised by
+    name: :mod:`sparse_opt._rounding`)
     :class:`numpy.ndarray` (``ndim`` dimensions unless ``ndim`` is None); a
     :class:`numpy.memmap` is one (a table larger than memory). Other subclasses
     are refused with ``TypeError``: ``np.matrix`` turns ``*`` into a matrix
@@ -36,8 +38,9 @@ def check_param_array(x: object, ndim: int | None, name: str = "params") -> np.n
             f"{name} must be a plain numpy.ndarray (or numpy.memmap), got {type(x).__name__}; "
             "np.asarray(x) gives the plain array"
         )
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must have dtype float32 or float64, got {x.dtype}")
+    if x.dtype not in FLOAT_DTYPES and not (allow_half and x.dtype.name in ("float16", "bfloat16")):
+        allowed = "float32, float64, float16 or bfloat16" if allow_half else "float32 or float64"
+        raise TypeError(f"{name} must have dtype {allowed}, got {x.dtype}")
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {x.shape}")
     if not x.flags.writeable:
@@ -129,9 +132,12 @@ def as_param_list(params: object) -> list[np.ndarray]:
 
 
 def check_dense_grads(
-    grads: object, params: list[np.ndarray], state: Sequence[np.ndarray] = ()
+    grads: object,
+    params: list[np.ndarray],
+    state: Sequence[np.ndarray] = (),
+    dtypes: Sequence[np.dtype] | None = None,
 ) -> list[np.ndarray | None]:
-    """Check one dense gradient per parameter and cast each to its dtype.
+    """Check one dense gradient per parameter and cast each to its dtype (or to ``dtypes[i]``).
 
     ``grads`` is a list (or, for a single parameter, one array) with one entry per
     parameter; ``None`` skips that parameter. A sparse gradient object (anything
@@ -167,7 +173,7 @@ def check_dense_grads(
             raise ValueError(f"grads[{i}] has shape {a.shape} but params[{i}] has shape {p.shape}")
         if a.dtype.kind != "f":
             a = a.astype(np.float64)
-        cast = cast_values(a, p.dtype, f"grads[{i}]")
+        cast = cast_values(a, p.dtype if dtypes is None else dtypes[i], f"grads[{i}]")
         if cast is a and any(np.may_share_memory(a, q) for q in owned):
             cast = a.copy()
         out.append(cast)

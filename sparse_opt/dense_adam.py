@@ -24,6 +24,7 @@ import numpy as np
 
 from sparse_opt._arrays import INT64_MAX
 from sparse_opt._rates import LearningRate
+from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype, fma, lerp
 from sparse_opt._state import Entry, Stateful, counter, float_array
 from sparse_opt._validation import (
     check_dense_grads,
@@ -52,13 +53,25 @@ class DenseAdam(Stateful):
         gradients have all been zero computes ``0 / 0`` (NaN), as in torch.
     weight_decay : float
         Decoupled decay (AdamW), ``>= 0`` with ``lr * weight_decay <= 1``.
+    state_dtype : {"float32", "param"}
+        Half-precision (float16, bfloat16) parameters only: float32 moments
+        (default; the update computed in float32, the parameter rounded once per
+        step) or moments in the parameters' dtype with per-operation rounding at
+        torch Adam(W)'s points (:func:`sparse_opt.sparse_adam.sparse_adam_update`
+        lists them; :mod:`sparse_opt._rounding`).
+    rounding : {"nearest", "stochastic"}
+        How a half-precision parameter is rounded each step.
+    seed : int
+        Seed of the generator of stochastic rounding (its state is in ``state_dict()``).
 
     Attributes
     ----------
     m, v : ndarray
-        Moments, the parameters' shape and dtype. Besides them the optimizer keeps two
-        work arrays of that size (the next ``v`` is computed beside the current one and
-        checked before anything changes), so it holds four table-sized arrays.
+        Moments, the parameters' shape and the state's dtype. Besides them the optimizer
+        keeps two work arrays of that size (the next ``v`` is computed beside the current
+        one and checked before anything changes), so it holds four table-sized arrays;
+        with half parameters a step also allocates the new ``m`` and the parameters in
+        float32 (a refused step, an overflow of the half type included, changes nothing).
     step_count : int
         Number of ``step`` calls so far.
 
@@ -80,16 +93,23 @@ class DenseAdam(Stateful):
         beta2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        state_dtype: str = "float32",
+        rounding: str = "nearest",
+        seed: int = 0,
     ) -> None:
-        self.params = check_param_array(params, None, "params")
+        self.params = check_param_array(params, None, "params", allow_half=True)
         self.lr = check_lr(lr)
         self.beta1 = check_scalar("beta1", beta1, low=0.0, high=1.0, high_open=True)
         self.beta2 = check_scalar("beta2", beta2, low=0.0, high=1.0, high_open=True)
         self.eps = check_scalar("eps", eps, low=0.0)
         self.weight_decay = check_scalar("weight_decay", weight_decay, low=0.0)
         self._lr = LearningRate(self.lr, self.weight_decay)  # a constant lr * weight_decay <= 1
-        self.m = np.zeros_like(self.params)
-        self.v = np.zeros_like(self.params)
+        self.state_dtype = check_state_dtype(state_dtype)
+        self.rounding = check_rounding(rounding)
+        self.seed = check_seed(seed)
+        self._precision = Precision(self.params.dtype, self.state_dtype, self.rounding, self.seed)
+        self.m = np.zeros(self.params.shape, self._precision.state)
+        self.v = np.zeros(self.params.shape, self._precision.state)
         self.step_count = 0
         self._buffers: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -98,38 +118,64 @@ class DenseAdam(Stateful):
 
         The gradient is checked, and the new moments computed and checked, before
         anything changes; a gradient that aliases ``params``, ``m`` or ``v`` is
-        copied first.
+        copied first. Half parameters: the step is computed in float32 and the
+        parameters rounded once (rounding points as
+        :func:`sparse_opt.sparse_adam.sparse_adam_update`'s); a step whose result
+        would overflow the half type is refused with nothing changed.
         """
         if grad is None:
             raise TypeError("grad must be an ndarray, got None")
+        prec = self._precision
         owned = [self.m, self.v, *(self._buffers or ())]  # an old v is reused as a buffer: copy it too
-        (g,) = check_dense_grads([grad], [self.params], state=owned)
+        (g,) = check_dense_grads([grad], [self.params], state=owned, dtypes=[prec.state])
         if self.step_count >= INT64_MAX:
             raise ValueError(f"step_count = {self.step_count} has reached 2**63 - 1")
         t = self.step_count + 1
         lr = self._lr.at(t)  # checked before anything changes
         if self._buffers is None:  # kept, not allocated per step: fresh table-sized arrays page-fault every step
-            self._buffers = (np.empty_like(self.v), np.empty_like(self.params))
+            self._buffers = (np.empty(self.v.shape, prec.work), np.empty(self.params.shape, prec.work))
         v, work = self._buffers
+        g = prec.wide(g)
         with np.errstate(all="ignore"):
-            np.multiply(self.v, self.beta2, out=v)
-            np.multiply(g, g, out=work)
-            work *= 1.0 - self.beta2
-            v += work  # v = beta2 * v + (1 - beta2) * g**2, beside the old v
+            np.multiply(prec.wide(self.v), self.beta2, out=v)
+            prec.q_(v)
+            if prec.per_op:  # a half state: torch's addcmul_, fused
+                v[...] = fma(np.multiply(g, 1.0 - self.beta2, out=work), g, v)
+            else:
+                np.multiply(g, g, out=work)
+                work *= 1.0 - self.beta2
+                v += work  # v = beta2 * v + (1 - beta2) * g**2, beside the old v
+            prec.q_(v)
         check_new_state("v", v, nonnegative=True)  # refused before anything changes; m is finite whenever v is
-        self._buffers = (self.v, work)
-        self.v = v
-        self.m *= self.beta1
-        self.m += np.multiply(g, 1.0 - self.beta1, out=work)  # m = beta1 * m + (1 - beta1) * g
+        if prec.per_op:  # a half state: torch's lerp_, rounded once
+            m = prec.q_(lerp(prec.wide(self.m), g, 1.0 - self.beta1))
+        else:  # m = beta1 * m + (1 - beta1) * g: in place, or beside the old m where the step may still be refused
+            m = np.multiply(self.m, self.beta1, out=None if prec.half else self.m)
+            m += np.multiply(g, 1.0 - self.beta1, out=work)
+        p = prec.wide(self.params) if prec.half else self.params  # half: a float32 copy, rounded once below
         with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
             if self.weight_decay:
-                self.params *= 1.0 - lr * self.weight_decay
-            denom = np.sqrt(v, out=work)
+                p *= 1.0 - lr * self.weight_decay
+                prec.q_(p)
+            denom = prec.q_(np.sqrt(v, out=work))
             denom /= math.sqrt(1.0 - self.beta2**t)
+            prec.q_(denom)
             denom += self.eps
-            update = np.divide(self.m, denom, out=work)
-            update *= lr / (1.0 - self.beta1**t)
-            self.params -= update
+            prec.q_(denom)
+            update = np.divide(m, denom, out=work)
+            if prec.per_op:  # a half state: torch's addcdiv_, fused
+                p = fma(np.float32(-lr / (1.0 - self.beta1**t)), update, p)
+            else:
+                update *= lr / (1.0 - self.beta1**t)
+                p -= update
+        if prec.half:
+            self.params[...] = prec.written(p)  # may refuse (overflow): nothing has changed yet
+            self.m = prec.stored(m)
+        if self.v.dtype == v.dtype:
+            self._buffers = (self.v, work)
+            self.v = v
+        else:
+            self.v = prec.stored(v)
         self.step_count = t
 
     def _config(self) -> dict[str, float | str]:
@@ -139,6 +185,9 @@ class DenseAdam(Stateful):
             "beta2": self.beta2,
             "eps": self.eps,
             "weight_decay": self.weight_decay,
+            "state_dtype": self.state_dtype,
+            "rounding": self.rounding,
+            "seed": self.seed,
         }
 
     def _state_entries(self) -> list[Entry]:

@@ -40,6 +40,7 @@ import numpy as np
 
 from sparse_opt._gather import gather, scatter
 from sparse_opt._rates import LearningRate
+from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._validation import check_bool, check_lr, check_new_state, check_scalar
@@ -65,6 +66,15 @@ class SparseAdagradConfig:
         Ascend instead of descend.
     rowwise : bool
         One accumulator per table row (tables only).
+    state_dtype : {"float32", "param"}
+        Half-precision (float16, bfloat16) parameters only: float32 accumulators
+        (default; the update in float32, the parameter rounded once where written)
+        or accumulators in the parameters' dtype with its per-operation rounding,
+        as ``torch.optim.Adagrad`` keeps them (:mod:`sparse_opt._rounding`).
+    rounding : {"nearest", "stochastic"}
+        How a half-precision parameter is rounded where it is written.
+    seed : int
+        Seed of the generator of stochastic rounding (its state is in ``state_dict()``).
 
     Examples
     --------
@@ -79,6 +89,9 @@ class SparseAdagradConfig:
     initial_accumulator_value: float = 0.0
     maximize: bool = False
     rowwise: bool = False
+    state_dtype: str = "float32"
+    rounding: str = "nearest"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check_lr(self.lr))
@@ -88,6 +101,9 @@ class SparseAdagradConfig:
         object.__setattr__(self, "initial_accumulator_value", value)
         object.__setattr__(self, "maximize", check_bool("maximize", self.maximize))
         object.__setattr__(self, "rowwise", check_bool("rowwise", self.rowwise))
+        object.__setattr__(self, "state_dtype", check_state_dtype(self.state_dtype))
+        object.__setattr__(self, "rounding", check_rounding(self.rounding))
+        object.__setattr__(self, "seed", check_seed(self.seed))
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (a schedule as :mod:`sparse_opt._rates` says)."""
@@ -106,6 +122,7 @@ def sparse_adagrad_update(
     eps: float = 1e-10,
     maximize: bool = False,
     rowwise: bool = False,
+    precision: Precision | None = None,
 ) -> None:
     """One lazy Adagrad step at global step ``step`` on the coordinates ``index``, in place.
 
@@ -113,7 +130,20 @@ def sparse_adagrad_update(
     along axis 0 by ``index``; ``grad`` is shaped like ``param[index]``.
     Row-wise: ``index`` are rows of the table ``param``, ``grad`` holds whole
     rows and ``state_sum`` one value per row. Raises ``ValueError`` before
-    writing anything if the new accumulator would not be finite.
+    writing anything if the new accumulator would not be finite, or (half
+    parameters) the new parameter would overflow.
+
+    ``precision`` (:class:`~sparse_opt._rounding.Precision`; default: the
+    parameters' own dtype, no rounding) sets the arithmetic. Its rounding points,
+    in torch's sparse Adagrad's order (``q``: to the half state with per-operation
+    rounding, else nothing; ``R``: the parameter's rounding where written)::
+
+        sum = q(sum + q(g * g))                     row-wise: q(sum + sum(g * g) / cols)
+        std = q(q(sqrt(sum)) + eps)
+        p   = R(p - q(qs(clr) * q(g / std)))        row-wise: R(p - q(q(clr / std) * g))
+
+    (``qs``: ``clr`` rounded to the half state, as torch's ``add_(..., alpha=-clr)``
+    rounds ``alpha``; :meth:`~sparse_opt._rounding.Precision.qs`.)
 
     Examples
     --------
@@ -124,18 +154,23 @@ def sparse_adagrad_update(
     >>> p, acc
     (array([1. , 0.5, 1. ]), array([0., 4., 0.]))
     """
-    g = -grad if maximize else grad
+    prec = Precision(param.dtype) if precision is None else precision
+    q = prec.q
+    g = prec.wide(-grad if maximize else grad)
     clr = lr / (1.0 + (step - 1) * lr_decay)
-    p = gather(param, index)
+    p = prec.wide(gather(param, index))
+    s = prec.wide(gather(state_sum, index))
     with np.errstate(all="ignore"):  # a non-finite accumulator is refused below, before anything is written
         if rowwise:  # one accumulator per row: the mean of g**2 over the row
-            s = gather(state_sum, index) + np.sum(g * g, axis=1) / g.shape[1]
-            p = p - (clr / (np.sqrt(s) + eps))[:, None] * g
+            s = q(s + np.sum(g * g, axis=1) / g.shape[1])
+            p = p - q(q(clr / q(q(np.sqrt(s)) + eps))[:, None] * g)
         else:
-            s = gather(state_sum, index) + g * g
-            p = p - clr * (g / (np.sqrt(s) + eps))
-    check_new_state("sum", s, index, "table row" if g.ndim == 2 else "coordinate", nonnegative=True)
-    scatter(state_sum, index, s)
+            s = q(s + q(g * g))
+            p = p - q(prec.qs(clr) * q(g / q(q(np.sqrt(s)) + eps)))
+    where = "table row" if g.ndim == 2 else "coordinate"
+    check_new_state("sum", s, index, where, nonnegative=True)
+    p = prec.written(p, index, where)
+    scatter(state_sum, index, prec.stored(s))
     scatter(param, index, p)
 
 
@@ -174,7 +209,8 @@ class SparseAdagrad(SparseOptimizer):
         if self.config.rowwise and self._ndim == 1:
             raise ValueError("rowwise=True needs a table (SparseAdagradTable): a 1-D parameter has no rows")
         shape = self.params.shape[:1] if self.config.rowwise else self.params.shape
-        self.sum = np.full(shape, self.config.initial_accumulator_value, dtype=self.params.dtype)
+        init = self._precision.wide(np.asarray(self.config.initial_accumulator_value, dtype=np.float64))
+        self.sum = np.full(shape, self._precision.stored(self._precision.q(init)), dtype=self._precision.state)
         self._lr = LearningRate(self.config.lr)
 
     def _why_no_catch_up(self) -> str:
@@ -186,7 +222,7 @@ class SparseAdagrad(SparseOptimizer):
     def _apply(self, target: Target, step: int) -> None:
         c = self.config
         if c.rowwise and not target.by_rows:
-            _rowwise_partial(self.params, self.sum, target, step, c, self._lr.at(step))
+            _rowwise_partial(self.params, self.sum, target, step, c, self._lr.at(step), self._precision)
             return
         sparse_adagrad_update(
             addressed(self.params, target.by_rows),
@@ -199,6 +235,7 @@ class SparseAdagrad(SparseOptimizer):
             eps=c.eps,
             maximize=c.maximize,
             rowwise=c.rowwise,
+            precision=self._precision,
         )
 
     def _config(self) -> dict[str, float | bool]:
@@ -215,20 +252,31 @@ class SparseAdagrad(SparseOptimizer):
 
 
 def _rowwise_partial(
-    params: np.ndarray, state_sum: np.ndarray, target: Target, step: int, c: SparseAdagradConfig, lr: float
+    params: np.ndarray,
+    state_sum: np.ndarray,
+    target: Target,
+    step: int,
+    c: SparseAdagradConfig,
+    lr: float,
+    prec: Precision,
 ) -> None:
-    """Row-wise Adagrad for a gradient with incomplete rows: per row, the mean of ``g**2`` over all columns."""
+    """Row-wise Adagrad for a gradient with incomplete rows: per row, the mean of ``g**2`` over all columns.
+
+    Rounding points as :func:`sparse_adagrad_update`'s row-wise ones.
+    """
     cols = params.shape[1]
     rows, first, counts = np.unique(target.index // cols, return_index=True, return_counts=True)
-    g = -target.grad if c.maximize else target.grad
+    q = prec.q
+    g = prec.wide(-target.grad if c.maximize else target.grad)
     with np.errstate(all="ignore"):  # a non-finite accumulator is refused below, before anything is written
-        s = state_sum[rows] + np.add.reduceat(g * g, first) / cols
+        s = q(prec.wide(state_sum[rows]) + np.add.reduceat(g * g, first) / cols)
     check_new_state("sum", s, rows, "table row", nonnegative=True)
     clr = lr / (1.0 + (step - 1) * c.lr_decay)
-    multiplier = np.repeat(clr / (np.sqrt(s) + c.eps), counts)
+    multiplier = np.repeat(q(clr / q(q(np.sqrt(s)) + c.eps)), counts)
     flat = params.reshape(-1)
-    flat[target.index] = flat[target.index] - multiplier * g
-    state_sum[rows] = s
+    p = prec.written(prec.wide(flat[target.index]) - q(multiplier * g), target.index, "coordinate")
+    flat[target.index] = p
+    state_sum[rows] = prec.stored(s)
 
 
 class SparseAdagradTable(SparseAdagrad):

@@ -59,6 +59,7 @@ import numpy as np
 from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
 from sparse_opt._rates import LearningRate
+from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype, fma, lerp
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._step_record import as_column
@@ -93,6 +94,16 @@ class SparseAdamConfig:
         ``p *= 1 - lr_t * weight_decay`` before the update of each step ``t``
         the mode applies (once per touch in LAZY, for each of the ``gap`` steps
         in DORMANCY_DECAY, on every step in DENSE_EQUIVALENT).
+    state_dtype : {"float32", "param"}
+        Half-precision (float16, bfloat16) parameters only: float32 moments
+        (default; the update in float32, the parameter rounded once where written)
+        or moments in the parameters' dtype with its per-operation rounding, as
+        torch keeps them (:mod:`sparse_opt._rounding`; rounding points in
+        :func:`sparse_adam_update`).
+    rounding : {"nearest", "stochastic"}
+        How a half-precision parameter is rounded where it is written.
+    seed : int
+        Seed of the generator of stochastic rounding (its state is in ``state_dict()``).
 
     Examples
     --------
@@ -108,6 +119,9 @@ class SparseAdamConfig:
     mode: LazyMode = LazyMode.LAZY
     maximize: bool = False
     weight_decay: float = 0.0
+    state_dtype: str = "float32"
+    rounding: str = "nearest"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check_lr(self.lr))
@@ -118,6 +132,9 @@ class SparseAdamConfig:
         object.__setattr__(self, "weight_decay", check_scalar("weight_decay", self.weight_decay, low=0.0))
         LearningRate(self.lr, self.weight_decay)  # a constant lr * weight_decay <= 1
         object.__setattr__(self, "mode", LazyMode.parse(self.mode))
+        object.__setattr__(self, "state_dtype", check_state_dtype(self.state_dtype))
+        object.__setattr__(self, "rounding", check_rounding(self.rounding))
+        object.__setattr__(self, "seed", check_seed(self.seed))
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (``mode`` as its string value, a schedule as :mod:`sparse_opt._rates` says)."""
@@ -142,6 +159,7 @@ def sparse_adam_update(
     mode: LazyMode = LazyMode.LAZY,
     coasting: Coasting | None = None,
     param_decay: np.ndarray | None = None,
+    precision: Precision | None = None,
 ) -> None:
     """One lazy Adam(W) step at global step ``step`` on the coordinates ``index``, in place.
 
@@ -176,6 +194,29 @@ def sparse_adam_update(
     param_decay : ndarray, optional
         DORMANCY_DECAY under a schedule: ``prod_{j=last+1}^{step} (1 - lr_j *
         weight_decay)``, shaped like ``last``. Default ``(1 - lr * weight_decay)**gap``.
+    precision : Precision, optional
+        The arithmetic (:class:`~sparse_opt._rounding.Precision`; default the
+        parameters' own dtype, no rounding). Its rounding points, at torch
+        Adam(W)'s (``q``: to the half state with per-operation rounding, else
+        nothing, as torch's ``lerp_``, ``mul_``, ``addcmul_``, ``sqrt``, ``div``,
+        ``add_``; ``R``: the parameter's rounding where written)::
+
+            m = q(decay1 * m + (1 - beta1) * g)
+            v = q(q(decay2 * v) + (1 - beta2) * g**2)
+            p = q(decay_p * p)                          (weight decay, half state only)
+            d = q(q(q(sqrt(v)) / sqrt(1 - beta2**t)) + eps)
+            p = R(p - lr / (1 - beta1**t) * (m / d))
+
+        With a half state (LAZY, DENSE_EQUIVALENT) each rounded expression is
+        evaluated as torch's kernel evaluates it: ``m`` as ``lerp_`` (``m + (1 -
+        beta1) (g - m)``), ``v`` as ``addcmul_`` (``((1 - beta2) g) g + v``) and
+        ``p`` as ``addcdiv_``, each with its multiply-add fused
+        (:func:`~sparse_opt._rounding.fma`).
+
+        DENSE_EQUIVALENT's dormant steps are computed in the work dtype
+        (float32 for half parameters) and the parameter is rounded once per
+        touch (catch-up and step together), where dense low-precision training
+        rounds on every step.
 
     Examples
     --------
@@ -189,9 +230,10 @@ def sparse_adam_update(
     >>> p
     array([1. , 0.9, 1. , 1.1])
     """
-    dtype = param.dtype
-    g = -grad if maximize else grad
-    m_i, v_i = gather(m, index), gather(v, index)
+    prec = Precision(param.dtype) if precision is None else precision
+    dtype, q = prec.work, prec.q
+    g = prec.wide(-grad if maximize else grad)
+    m_i, v_i = prec.wide(gather(m, index)), prec.wide(gather(v, index))
     p_i = None
     shrink = 1.0 - lr * weight_decay
     decay1, decay2, decay_p = beta1, beta2, shrink
@@ -200,7 +242,7 @@ def sparse_adam_update(
         if mode is LazyMode.DENSE_EQUIVALENT:
             if coasting is None:
                 coasting = AdamCoasting(lr, beta1, beta2, eps, weight_decay, dtype)
-            p_i, m_i, v_i = coasting(gather(param, index), m_i, v_i, last, step - 1)  # dormant steps s+1 .. t-1
+            p_i, m_i, v_i = coasting(prec.wide(gather(param, index)), m_i, v_i, last, step - 1)  # steps s+1 .. t-1
         else:  # DORMANCY_DECAY: gap zero-gradient steps' factors, as dense Adam in this dtype applies them
             gap = (step - last).astype(np.float64)
             factors = dormant_factors(beta1, beta2, shrink, dtype)
@@ -208,23 +250,39 @@ def sparse_adam_update(
             if param_decay is not None:
                 decay_p = as_column(param_decay, g.ndim).astype(dtype)
     with np.errstate(all="ignore"):  # a non-finite v is refused below, before anything is written
-        m_i *= decay1
-        m_i += (1.0 - beta1) * g  # m = decay1 * m + (1 - beta1) * g
-        v_i *= decay2
-        v_i += (1.0 - beta2) * (g * g)  # v = decay2 * v + (1 - beta2) * g**2
+        if prec.per_op and mode is not LazyMode.DORMANCY_DECAY:  # a half state: torch's lerp_ and addcmul_
+            m_i = q(lerp(m_i, g, 1.0 - beta1))
+            v_i = q(fma((1.0 - beta2) * g, g, q(v_i * decay2)))
+        else:
+            m_i *= decay1
+            m_i += (1.0 - beta1) * g  # m = decay1 * m + (1 - beta1) * g
+            m_i = q(m_i)
+            v_i *= decay2
+            v_i = q(v_i)
+            v_i += (1.0 - beta2) * (g * g)  # v = decay2 * v + (1 - beta2) * g**2
+            v_i = q(v_i)
     # m is finite whenever v is: |(1 - beta1) g| <= |g| and g * g is finite
-    check_new_state("v", v_i, index, "table row" if g.ndim == 2 else "coordinate", nonnegative=True)
-    scatter(m, index, m_i)
-    scatter(v, index, v_i)
+    where = "table row" if g.ndim == 2 else "coordinate"
+    check_new_state("v", v_i, index, where, nonnegative=True)
     if p_i is None:
-        p_i = gather(param, index)
+        p_i = prec.wide(gather(param, index))
     with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
         if weight_decay:
             p_i *= decay_p
-        denom = np.sqrt(v_i)
+            p_i = q(p_i)
+        denom = q(np.sqrt(v_i))
         denom /= math.sqrt(1.0 - beta2**step)
+        denom = q(denom)
         denom += eps
-        p_i -= lr / (1.0 - beta1**step) * (m_i / denom)
+        denom = q(denom)
+        step_size = lr / (1.0 - beta1**step)
+        if prec.per_op:  # a half state: torch's addcdiv_, fused
+            p_i = fma(np.float32(-step_size), m_i / denom, p_i)
+        else:
+            p_i -= step_size * (m_i / denom)
+    p_i = prec.written(p_i, index, where)  # may refuse (overflow): nothing is written before it
+    scatter(m, index, prec.stored(m_i))
+    scatter(v, index, prec.stored(v_i))
     scatter(param, index, p_i)
 
 
@@ -237,18 +295,23 @@ def adam_catch_up(
     *,
     through: int,
     coasting: Coasting,
+    precision: Precision | None = None,
 ) -> None:
     """Bring the coordinates ``index`` current through step ``through`` (DENSE_EQUIVALENT), in place.
 
     Applies dense Adam(W)'s zero-gradient steps ``last + 1 .. through`` with
     ``coasting``; the caller then records ``through`` as the last step of
-    ``index``. Arguments as for :func:`sparse_adam_update`.
+    ``index``. Arguments as for :func:`sparse_adam_update`. With half parameters
+    the dormant steps are computed in the work dtype and the parameter (and a
+    half state) rounded once, at the end of the catch-up.
     """
-    p_i, m_i, v_i = gather(param, index), gather(m, index), gather(v, index)
+    prec = Precision(param.dtype) if precision is None else precision
+    p_i, m_i, v_i = (prec.wide(gather(a, index)) for a in (param, m, v))
     p_i, m_i, v_i = coasting(p_i, m_i, v_i, as_column(last, p_i.ndim), through)
+    p_i = prec.written(p_i, index, "table row" if p_i.ndim == 2 else "coordinate")
     scatter(param, index, p_i)
-    scatter(m, index, m_i)
-    scatter(v, index, v_i)
+    scatter(m, index, prec.stored(prec.q(m_i)))
+    scatter(v, index, prec.stored(prec.q(v_i)))
 
 
 class SparseAdam(SparseOptimizer):
@@ -304,13 +367,13 @@ class SparseAdam(SparseOptimizer):
 
     def __init__(self, params: np.ndarray, config: SparseAdamConfig | None = None) -> None:
         super().__init__(params, SparseAdamConfig() if config is None else config)
-        self.m = np.zeros_like(self.params)
-        self.v = np.zeros_like(self.params)
+        self.m = np.zeros(self.params.shape, self._precision.state)
+        self.v = np.zeros(self.params.shape, self._precision.state)
         c = self.config
         self._lr = LearningRate(c.lr, c.weight_decay)
         self._coasting: AdamCoasting | None = None
         if c.mode is LazyMode.DENSE_EQUIVALENT:
-            self._coasting = AdamCoasting(self._lr, c.beta1, c.beta2, c.eps, c.weight_decay, self.params.dtype)
+            self._coasting = AdamCoasting(self._lr, c.beta1, c.beta2, c.eps, c.weight_decay, self._precision.work)
 
     def _keeps_steps(self) -> bool:
         return True
@@ -336,7 +399,7 @@ class SparseAdam(SparseOptimizer):
         last = None if mode is LazyMode.LAZY else record.previous(target.index, by_rows)
         decay = None
         if mode is LazyMode.DORMANCY_DECAY and self._lr.constant is None:
-            decay = self._lr.decay(last, step, self.params.dtype)
+            decay = self._lr.decay(last, step, self._precision.work)
         sparse_adam_update(
             addressed(self.params, by_rows),
             addressed(self.m, by_rows),
@@ -348,6 +411,7 @@ class SparseAdam(SparseOptimizer):
             lr=lr,
             coasting=self._coasting,
             param_decay=decay,
+            precision=self._precision,
             **self._hyper(),
         )
         record.stamp(target.index, step, by_rows)
@@ -362,6 +426,7 @@ class SparseAdam(SparseOptimizer):
             index,
             through=self.step_count,
             coasting=self._coasting,
+            precision=self._precision,
         )
         self._record.stamp(index, self.step_count, by_rows)
 

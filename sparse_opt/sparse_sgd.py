@@ -49,6 +49,7 @@ import numpy as np
 from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._rates import DECAY_BLOCK, LearningRate
+from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
 from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._step_record import as_column
@@ -74,6 +75,15 @@ class SparseSgdConfig:
     mode : LazyMode or {"lazy", "dense_equivalent"}
         ``LAZY`` (default) skips dormant steps; ``DENSE_EQUIVALENT`` catches them
         up exactly. ``DORMANCY_DECAY`` is refused.
+    state_dtype : {"float32", "param"}
+        Half-precision (float16, bfloat16) parameters only: a float32 momentum
+        buffer (default; the update in float32, the parameter rounded once where
+        written) or one in the parameters' dtype with its per-operation rounding,
+        as ``torch.optim.SGD`` keeps it (:mod:`sparse_opt._rounding`).
+    rounding : {"nearest", "stochastic"}
+        How a half-precision parameter is rounded where it is written.
+    seed : int
+        Seed of the generator of stochastic rounding (its state is in ``state_dict()``).
 
     Examples
     --------
@@ -87,6 +97,9 @@ class SparseSgdConfig:
     momentum: float = 0.0
     maximize: bool = False
     mode: LazyMode = LazyMode.LAZY
+    state_dtype: str = "float32"
+    rounding: str = "nearest"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lr", check_lr(self.lr))
@@ -99,6 +112,9 @@ class SparseSgdConfig:
         )
         mode = LazyMode.parse(self.mode, (LazyMode.LAZY, LazyMode.DENSE_EQUIVALENT), why)
         object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "state_dtype", check_state_dtype(self.state_dtype))
+        object.__setattr__(self, "rounding", check_rounding(self.rounding))
+        object.__setattr__(self, "seed", check_seed(self.seed))
 
     def as_dict(self) -> dict[str, float | bool | str]:
         """The fields as plain Python scalars (``mode`` as its string value, a schedule as :mod:`sparse_opt._rates` says)."""
@@ -201,6 +217,7 @@ def sparse_sgd_update(
     last: np.ndarray | None = None,
     step: int = 0,
     rates: LearningRate | None = None,
+    precision: Precision | None = None,
 ) -> None:
     """One lazy SGD step on the coordinates ``index``, in place (the functional core).
 
@@ -211,8 +228,22 @@ def sparse_sgd_update(
     first, with ``rates`` giving each dormant step's rate under a schedule
     (default ``lr`` for every step); the caller records ``step`` once this
     returns. If the new buffer
-    would not be finite, ``ValueError`` is raised before anything is written.
+    would not be finite, or (half parameters) the new parameter would overflow,
+    ``ValueError`` is raised before anything is written.
     Equations in the module docstring.
+
+    ``precision`` (:class:`~sparse_opt._rounding.Precision`; default: the
+    parameters' own dtype, no rounding) sets the arithmetic. Its rounding points,
+    in torch's SGD's order (``q``: to the half state with per-operation rounding,
+    else nothing; ``R``: the parameter's rounding where written; a catch-up's
+    dormant steps are computed in the work dtype and rounded with the step)::
+
+        g   = q(grad + q(qs(weight_decay) * p))
+        buf = q(q(momentum * buf) + g)
+        p   = R(p - q(qs(lr) * buf))             (buf -> g without momentum)
+
+    (``qs``: the scalar rounded to the half state, as torch's ``add(...,
+    alpha=...)`` rounds ``alpha``; :meth:`~sparse_opt._rounding.Precision.qs`.)
 
     Examples
     --------
@@ -223,22 +254,27 @@ def sparse_sgd_update(
     >>> p, buf
     (array([0.5, 1. , 1.5]), array([ 1.,  0., -1.]))
     """
-    g = -grad if maximize else grad
-    p = gather(param, index)
-    buf = None if momentum_buffer is None else gather(momentum_buffer, index)
+    prec = Precision(param.dtype) if precision is None else precision
+    q = prec.q
+    g = prec.wide(-grad if maximize else grad)
+    p = prec.wide(gather(param, index))
+    buf = None if momentum_buffer is None else prec.wide(gather(momentum_buffer, index))
+    where = "table row" if p.ndim == 2 else "coordinate"
     if last is not None:
         p, buf = sgd_coast(p, buf, as_column(last, p.ndim), step - 1, lr=lr if rates is None else rates, weight_decay=weight_decay, momentum=momentum)
+        buf = None if buf is None else q(buf)
     with np.errstate(all="ignore"):  # results are checked before anything is written
         if weight_decay:
-            g = g + weight_decay * p
+            g = q(g + q(prec.qs(weight_decay) * p))
         if buf is not None:
-            buf = momentum * buf + g
-            check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
+            buf = q(q(momentum * buf) + g)
+            check_new_state("momentum_buffer", buf, index, where)
             g = buf
-        p = p - lr * g
+        p = p - q(prec.qs(lr) * g)
+    p = prec.written(p, index, where)
     scatter(param, index, p)
     if buf is not None:
-        scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
+        scatter(momentum_buffer, index, prec.stored(buf))  # type: ignore[arg-type]
 
 
 def sgd_catch_up(
@@ -251,17 +287,25 @@ def sgd_catch_up(
     lr: float | LearningRate,
     weight_decay: float,
     momentum: float,
+    precision: Precision | None = None,
 ) -> None:
     """Bring ``index`` current through step ``through`` with dense SGD's zero-gradient steps, in place.
 
     ``last`` holds the previous steps of ``index``; the caller records ``through`` afterwards.
+    With half parameters the dormant steps are computed in the work dtype and the
+    parameter (and a half buffer) rounded once, at the end of the catch-up.
     """
-    p = gather(param, index)
-    buf = None if momentum_buffer is None else gather(momentum_buffer, index)
+    prec = Precision(param.dtype) if precision is None else precision
+    p = prec.wide(gather(param, index))
+    buf = None if momentum_buffer is None else prec.wide(gather(momentum_buffer, index))
     p, buf = sgd_coast(p, buf, as_column(last, p.ndim), through, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    where = "table row" if p.ndim == 2 else "coordinate"
     if buf is not None:
-        check_new_state("momentum_buffer", buf, index, "table row" if p.ndim == 2 else "coordinate")
-        scatter(momentum_buffer, index, buf)  # type: ignore[arg-type]
+        buf = prec.q(buf)
+        check_new_state("momentum_buffer", buf, index, where)
+    p = prec.written(p, index, where)
+    if buf is not None:
+        scatter(momentum_buffer, index, prec.stored(buf))  # type: ignore[arg-type]
     scatter(param, index, p)
 
 
@@ -299,7 +343,7 @@ class SparseSgd(SparseOptimizer):
     def __init__(self, params: np.ndarray, config: SparseSgdConfig) -> None:
         super().__init__(params, config)
         self._lr = LearningRate(config.lr)
-        self.momentum_buffer = np.zeros_like(self.params) if config.momentum != 0.0 else None
+        self.momentum_buffer = np.zeros(self.params.shape, self._precision.state) if config.momentum != 0.0 else None
 
     def _keeps_steps(self) -> bool:
         return self.config.mode is LazyMode.DENSE_EQUIVALENT
@@ -324,6 +368,7 @@ class SparseSgd(SparseOptimizer):
             last=None if self._record is None else self._record.previous(target.index, by_rows),
             step=step,
             rates=self._lr,
+            precision=self._precision,
             **self._hyper(),
         )
         if self._record is not None:
@@ -339,6 +384,7 @@ class SparseSgd(SparseOptimizer):
             index,
             through=self.step_count,
             lr=self._lr,
+            precision=self._precision,
             **self._hyper(),
         )
         self._record.stamp(index, self.step_count, by_rows)

@@ -263,8 +263,8 @@ def make_with(name, params):
 @pytest.mark.parametrize(
     ("params", "exc", "match"),
     [
-        (np.arange(4), TypeError, "params must have dtype float32 or float64, got int64"),
-        (np.ones(4, dtype=np.float16), TypeError, "got float16"),
+        (np.arange(4), TypeError, "params must have dtype float32, float64, float16 or bfloat16, got int64"),
+        (np.ones(4, dtype=np.longdouble), TypeError, "got float128|got longdouble"),
         ([1.0, 2.0], TypeError, "params must be a numpy.ndarray, got list"),
         (np.ones((2, 2)), ValueError, r"params must be 1-D, got shape \(2, 2\)"),
         (np.ones(8)[::2], ValueError, "params must be C-contiguous"),
