@@ -84,6 +84,7 @@ goldens:
 	$(TORCH_PYTHON) tests/golden/make_torch_adafactor.py
 	$(TORCH_PYTHON) tests/golden/make_torch_round2.py
 	$(TORCH_PYTHON) tests/golden/make_torch_schedules.py
+	$(TORCH_PYTHON) tests/golden/make_torch_lowp.py
 	$(TF_PYTHON) tests/golden/make_lingvo_egdd.py
 	$(TORCH_PYTHON) tests/conformance/make_recordings.py
 	$(TF_PYTHON) tests/conformance/make_recordings.py
