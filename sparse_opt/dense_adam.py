@@ -153,7 +153,8 @@ class DenseAdam(Stateful):
             m = np.multiply(self.m, self.beta1, out=None if prec.half else self.m)
             m += np.multiply(g, 1.0 - self.beta1, out=work)
         p = prec.wide(self.params) if prec.half else self.params  # half: a float32 copy, rounded once below
-        with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
+        # eps = 0: 0 / 0 where m = v = 0, as in torch; a half parameter's overflow is refused by prec.written
+        with np.errstate(divide="ignore", invalid="ignore", **({"over": "ignore"} if prec.half else {})):
             if self.weight_decay:
                 p *= 1.0 - lr * self.weight_decay
                 prec.q_(p)

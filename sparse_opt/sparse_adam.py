@@ -266,7 +266,8 @@ def sparse_adam_update(
     check_new_state("v", v_i, index, where, nonnegative=True)
     if p_i is None:
         p_i = prec.wide(gather(param, index))
-    with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0: 0 / 0 where m = v = 0, as in torch
+    # eps = 0: 0 / 0 where m = v = 0, as in torch; a half parameter's overflow is refused by prec.written
+    with np.errstate(divide="ignore", invalid="ignore", **({"over": "ignore"} if prec.half else {})):
         if weight_decay:
             p_i *= decay_p
             p_i = q(p_i)
