@@ -10,6 +10,12 @@ decoupled weight decay as in ``torch.optim.AdamW`` (``c = 1 - lr * weight_decay`
     v = beta2 * v + (1 - beta2) * g**2
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
+Half-precision parameters (float16, bfloat16; :mod:`sparse_opt._rounding`):
+with ``state_dtype="float32"`` (default) the step is computed in float32 and
+the parameters rounded once per step (``rounding`` nearest or stochastic);
+with ``state_dtype="param"`` the moments are half and every operation rounds
+at torch Adam(W)'s points (bit for bit against torch 2.13).
+
 Fed zero gradients on a coordinate's dormant steps, its ``m`` and ``v`` at the
 next touch equal those of :class:`~sparse_opt.SparseAdam` in ``DORMANCY_DECAY``
 mode (to rounding), and its parameter equals ``DENSE_EQUIVALENT``'s.
@@ -40,7 +46,7 @@ class DenseAdam(Stateful):
 
     Parameters
     ----------
-    params : ndarray, float32 or float64
+    params : ndarray, float32, float64, float16 or bfloat16
         Updated in place (the caller's array).
     lr : float or callable
         Learning rate, ``>= 0``, or a schedule ``t -> lr_t`` of the 1-based step

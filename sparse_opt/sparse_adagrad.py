@@ -24,6 +24,16 @@ accumulator; with ``eps = 0`` and ``sum = 0`` dense Adagrad computes ``0 / 0``).
 The learning-rate decay uses the global step, as torch does, so a row first
 touched late gets the decayed rate.
 
+**Low-precision parameters** (float16, bfloat16; :mod:`sparse_opt._rounding`).
+``state_dtype="float32"`` (the default): float32 accumulators, the update in
+float32, the parameter rounded once where written -- FBGEMM's
+``EXACT_ROWWISE_ADAGRAD`` with fp16 weights bit for bit (its ``EXACT_ADAGRAD``
+rounds the update to fp16 before subtracting it, a second rounding the kit does
+not make). ``state_dtype="param"``: accumulators in the parameters' dtype, every
+operation rounded as torch's sparse Adagrad (bit for bit against torch 2.13;
+rounding points in :func:`sparse_adagrad_update`). ``rounding`` is ``"nearest"``
+or ``"stochastic"`` (seeded by ``seed``).
+
 Source: Duchi, Hazan & Singer, "Adaptive Subgradient Methods for Online Learning
 and Stochastic Optimization" (JMLR 2011); ``torch/optim/adagrad.py``; FBGEMM's
 row-wise Adagrad (modelled from its published source: its CPU wheels do not load
@@ -179,7 +189,7 @@ class SparseAdagrad(SparseOptimizer):
 
     Parameters
     ----------
-    params : ndarray, 1-D, float32 or float64
+    params : ndarray, 1-D, float32, float64, float16 or bfloat16
         Updated in place.
     config : SparseAdagradConfig
         ``rowwise`` must be False (a vector has no rows).

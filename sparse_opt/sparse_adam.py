@@ -42,6 +42,18 @@ with ``eps`` added to ``sqrt(v_hat)`` as in ``torch.optim.Adam`` (that is the
 evaluation order too), and record ``last_step_i = t``. A coordinate touched on
 every step has ``gap == 1``: the three modes coincide and follow AdamW exactly.
 
+**Low-precision parameters** (float16, bfloat16; :mod:`sparse_opt._rounding`).
+``state_dtype="float32"`` (the default): float32 moments, every update (a
+DENSE_EQUIVALENT catch-up's coasting included) computed in float32 from the
+parameter's exact value, the parameter rounded once where it is written: once
+per touch and once per ``catch_up``, where dense Adam on a float16 table rounds
+on every step (a caught-up row holds float32 dense Adam's value, to the
+catch-up's float32 accuracy, rounded once; not float16 dense Adam's). ``state_dtype="param"``: moments in
+the parameters' dtype, every operation rounded as torch's Adam(W) kernels do
+(bit for bit against torch 2.13; rounding points in
+:func:`sparse_adam_update`). ``rounding`` is ``"nearest"`` or ``"stochastic"``
+(seeded by ``seed``). A step that would overflow the half type is refused.
+
 Source: the sparse optimizer module's specification (lazy Adam with dormancy
 catch-up); Kingma & Ba, "Adam" (2015); Loshchilov & Hutter, "Decoupled Weight
 Decay Regularization" (2019) for ``weight_decay``.
@@ -320,7 +332,7 @@ class SparseAdam(SparseOptimizer):
 
     Parameters
     ----------
-    params : ndarray, 1-D, float32 or float64
+    params : ndarray, 1-D, float32, float64, float16 or bfloat16
         Updated in place (the caller's array is the model).
     config : SparseAdamConfig
         ``mode`` picks LAZY, DORMANCY_DECAY or DENSE_EQUIVALENT (module docstring).

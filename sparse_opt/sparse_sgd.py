@@ -34,6 +34,18 @@ uses its own rate; a dormant step ``j`` is ``M_j`` with ``lr_j``, and a gap is
 the ordered product ``M_t ... M_{s+1}``, formed once per distinct last step
 (multiplied in pairs: O(gap) per distinct last step, float64).
 
+**Low-precision parameters** (float16, bfloat16; :mod:`sparse_opt._rounding`).
+With ``state_dtype="float32"`` (the default) the buffer is float32, each update
+(a DENSE_EQUIVALENT catch-up's dormant steps included) is computed in float32
+from the parameter's exact value, and the parameter is rounded once where it is
+written: once per touch, once per ``catch_up`` -- where dense SGD in float16
+rounds on every step, so an update below half an ulp that dense float16 loses on
+every dormant step (stagnation) still moves a caught-up row. With
+``state_dtype="param"`` the buffer is in the parameters' dtype and every
+operation rounds as torch's kernels do (rounding points in
+:func:`sparse_sgd_update`; bit for bit against torch 2.13). ``rounding`` is
+``"nearest"`` or ``"stochastic"`` (seeded by ``seed``).
+
 Source: ``torch.optim.SGD`` (``torch/optim/sgd.py``, ``_single_tensor_sgd``);
 the catch-up is this kit's.
 """
@@ -314,7 +326,7 @@ class SparseSgd(SparseOptimizer):
 
     Parameters
     ----------
-    params : ndarray, 1-D, float32 or float64
+    params : ndarray, 1-D, float32, float64, float16 or bfloat16
         Updated in place (the caller's array is the model).
     config : SparseSgdConfig
 

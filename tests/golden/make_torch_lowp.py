@@ -52,7 +52,7 @@ library exposes it (``sum`` (T, 8, 4) or, row-wise, (T, 8); ``exp_avg``,
 ``dtype``, ``seed``, the hyper-parameters, ``torch_version``, ``numpy_version``.
 
 The committed files were made with torch 2.13.0+cpu, fbgemm-gpu-cpu 1.8.0,
-ml_dtypes 0.5 and numpy 2.4.6.
+ml_dtypes 0.7.0 and numpy 2.4.6.
 """
 
 from __future__ import annotations
