@@ -46,6 +46,9 @@ GENERATOR_KEY = "rng_state"
 
 ConfigValue = float | int | bool | str
 
+#: The low-precision config fields and their defaults (a checkpoint without them has these).
+PRECISION_DEFAULTS: dict[str, ConfigValue] = {"state_dtype": "float32", "rounding": "nearest", "seed": 0}
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -257,13 +260,20 @@ class Stateful:
         """Restore a :meth:`state_dict`: keys, config, shapes, dtypes and values are all checked.
 
         Raises ``ValueError`` on any mismatch (``TypeError`` for a non-mapping),
-        leaving the optimizer unchanged.
+        leaving the optimizer unchanged. A state dict written before the
+        low-precision fields existed (no ``state_dtype``, ``rounding``, ``seed``)
+        loads into an optimizer whose fields have their defaults.
         """
         rng = self._rng()
         entries = self._state_entries()
         if rng is not None:
             entries = [*entries, Entry(GENERATOR_KEY, ((GENERATOR_WORDS,),), np.dtype(np.uint64))]
-        loaded = load_state(state_dict, self._config(), entries)
+        config = self._config()
+        if hasattr(state_dict, "keys") and hasattr(state_dict, "__getitem__"):
+            absent = {k: v for k, v in PRECISION_DEFAULTS.items() if config.get(k) == v and k not in state_dict.keys()}
+            if absent:
+                state_dict = {**{k: state_dict[k] for k in state_dict.keys()}, **absent}
+        loaded = load_state(state_dict, config, entries)
         words = None if rng is None else check_generator_state(loaded[GENERATOR_KEY], GENERATOR_KEY)
         self._check_state(loaded)
         self._adopt_state(loaded)

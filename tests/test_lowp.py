@@ -248,9 +248,9 @@ def _same(a: dict, b: dict) -> bool:
         a[k].dtype == b[k].dtype and np.array_equal(a[k].view(np.uint8), b[k].view(np.uint8)) for k in a)
 
 
-def _optimizers(dtype, rounding, state_dtype="float32", lr=0.1):
+def _optimizers(dtype, rounding, state_dtype="float32", lr=0.1, seed=3):
     """One of each optimizer; Adam's and Adagrad's steps move a parameter by about ``lr``."""
-    kw = dict(rounding=rounding, state_dtype=state_dtype, seed=3)
+    kw = dict(rounding=rounding, state_dtype=state_dtype, seed=seed)
     return {
         "sgd": lambda p: so.SparseSgdTable(p, so.SparseSgdConfig(lr=1.0, momentum=0.5, mode="dense_equivalent", **kw)),
         "adam": lambda p: so.SparseAdamTable(p, so.SparseAdamConfig(lr=lr, mode="dense_equivalent", **kw)),
@@ -513,3 +513,18 @@ def test_every_mode_computes_in_float32_and_rounds_each_write_once(name, which):
         assert np.array_equal(half.astype(np.float32), shadow)
     mine, theirs = opt.state_dict(), ref.state_dict()
     assert all(np.array_equal(mine[k], theirs[k]) for k in theirs if isinstance(theirs[k], np.ndarray))
+
+
+@pytest.mark.parametrize("which", ["sgd", "adam", "adagrad", "dense_adam"])
+def test_a_checkpoint_from_before_the_precision_fields_still_loads(which):
+    """A round-2 state dict has no state_dtype/rounding/seed: it loads where those are the defaults, not elsewhere."""
+    p = np.ones((4, 4))
+    opt = _optimizers(np.float64, "nearest", seed=0)[which](p)
+    opt.step(_grad(opt, [1], 0.5, p.shape))
+    old = {k: v for k, v in opt.state_dict().items() if k not in ("state_dtype", "rounding", "seed")}
+    fresh = _optimizers(np.float64, "nearest", seed=0)[which](p.copy())
+    fresh.load_state_dict(old)
+    assert _same(_snapshot(fresh), _snapshot(opt))
+    other = _optimizers(np.float64, "stochastic", seed=0)[which](p.copy())
+    with pytest.raises(ValueError, match=r"missing \['rounding'\]"):
+        other.load_state_dict(old)
