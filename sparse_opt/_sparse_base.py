@@ -87,7 +87,10 @@ class SparseOptimizer(Stateful):
     coordinates, validating its results before writing anything) and the
     :class:`~sparse_opt._state.Stateful` methods. Those that keep a ``last_step``
     record (:meth:`_keeps_steps`) get it as :attr:`_record`; those with a
-    DENSE_EQUIVALENT mode implement :meth:`_catch_up`.
+    DENSE_EQUIVALENT mode implement :meth:`_catch_up`. Every one gets
+    :attr:`_precision` (:class:`~sparse_opt._rounding.Precision`) from its
+    config's ``state_dtype``, ``rounding`` and ``seed``: the state's dtype (to which
+    gradients are cast), the arithmetic, and where a half parameter is rounded.
     """
 
     _ndim: ClassVar[int]

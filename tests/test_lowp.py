@@ -528,3 +528,21 @@ def test_a_checkpoint_from_before_the_precision_fields_still_loads(which):
     other = _optimizers(np.float64, "stochastic", seed=0)[which](p.copy())
     with pytest.raises(ValueError, match=r"missing \['rounding'\]"):
         other.load_state_dict(old)
+
+
+@given(x=st.floats(allow_nan=False, allow_infinity=False, width=64), seed=st.integers(0, 2**32))
+def test_stochastic_rounding_of_any_float(x, seed):
+    """Any float64: within range it lands on a neighbour (the enumeration's); beyond the largest finite value
+    a written parameter is refused; nearest overflows only past max + half an ulp."""
+    dtype = np.dtype(np.float16)
+    big = float(np.finfo(dtype).max)
+    prec = Precision(dtype, "float32", "stochastic", seed)
+    if abs(x) > big:
+        with pytest.raises(ValueError, match="overflows float16"):
+            prec.written(np.array([x], np.float64))
+        return
+    r = float(prec.written(np.array([x], np.float64))[0])
+    lo, hi = _neighbours(np.array([x]), dtype)
+    assert r in (lo[0], hi[0]) and np.signbit(r) == np.signbit(x)
+    nearest = Precision(dtype)
+    assert float(nearest.written(np.array([x]))[0]) == float(np.float16(x))
