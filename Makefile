@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # nbval in strict mode; --nbval-rerun-cells (conftest.py) also runs each cell a second time in
 # nbval's kernel, so one execution per notebook checks both its outputs and its order independence.
-NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=900 --nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-rerun-cells
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-rerun-cells
 
 .PHONY: setup test test-code test-notebooks test-e2e test-live lab bench html figures goldens clean
 

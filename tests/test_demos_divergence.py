@@ -286,13 +286,10 @@ def test_stacked_sweep_is_one_training_run_per_rate_bit_for_bit(small_problem: d
     # methods (DENSE_EQUIVALENT included: each rate's catch-ups get exactly the rows train() gives them)
     lrs = [0.3, 0.003, 0.03]  # not sorted: the result follows the order given
     lines: list[str] = []
-    runs = dv.sweep(small_problem, lrs, eval_every=15, nudged_lrs=[0.3], report=lines.append)
+    runs = dv.sweep(small_problem, lrs, eval_every=15, report=lines.append)
     assert list(runs) == lrs
     for lr in lrs:
         _assert_runs_identical(runs[lr], dv.train(small_problem, lr=lr, eval_every=15))
-    # the nudged dense run stacked beside the others is perturbed_dense_difference's, bit for bit
-    np.testing.assert_array_equal(runs[0.3].nudged_difference, dv.perturbed_dense_difference(small_problem, 0.3))
-    assert runs[0.003].nudged_difference is None and runs[0.03].nudged_difference is None
     # the report: four evaluations a quarter apart (of steps 0, 15, .., 75, 80: 15, 45, 60 and 80), each
     # method's validation loss at the middle rate given (0.003), mean over seeds
     assert [line.split(":")[0] for line in lines] == [f"step {k:6d} of 80" for k in (15, 45, 60, 80)]
@@ -307,6 +304,26 @@ def test_sweep_with_other_betas_matches_train(small_problem: dv.Problem) -> None
     _assert_runs_identical(runs[0.02], dv.train(small_problem, lr=0.02, beta1=0.5, beta2=0.9, eps=1e-6, eval_every=1000))
 
 
+def test_sweep_with_weight_decay_matches_train_and_decays(small_problem: dv.Problem) -> None:
+    # AdamW's decoupled decay reaches every method of the stacked run as it reaches train()'s optimizers
+    runs = dv.sweep(small_problem, [0.05, 0.02], weight_decay=2.0, eval_every=1000)
+    for lr in (0.05, 0.02):
+        assert runs[lr].weight_decay == 2.0
+        _assert_runs_identical(runs[lr], dv.train(small_problem, lr=lr, weight_decay=2.0, eval_every=1000))
+    plain = dv.train(small_problem, lr=0.05, eval_every=1000)
+    untouched = dv.touch_counts(small_problem) == 0
+    assert untouched.any()
+    # a row never touched: LAZY and DORMANCY_DECAY leave it where it started; dense Adam(W) and DENSE_EQUIVALENT
+    # decay it by (1 - lr * wd) ** num_steps, with no gradient and no momentum to move it otherwise
+    shrink = (1.0 - 0.05 * 2.0) ** small_problem.num_steps
+    start = small_problem.init[untouched]
+    for name in ("lazy", "dormancy_decay"):
+        np.testing.assert_array_equal(runs[0.05].tables[name][untouched], start)
+    for name in ("dense", "dense_equivalent"):
+        np.testing.assert_allclose(runs[0.05].tables[name][untouched], start * shrink, rtol=1e-12)
+        assert not np.array_equal(runs[0.05].tables[name], plain.tables[name])
+
+
 def test_sweep_refuses_bad_arguments_before_training(small_problem: dv.Problem) -> None:
     with pytest.raises(ValueError, match="lrs must be distinct"):
         dv.sweep(small_problem, [0.01, 0.01])
@@ -314,8 +331,6 @@ def test_sweep_refuses_bad_arguments_before_training(small_problem: dv.Problem) 
         dv.sweep(small_problem, [])
     with pytest.raises(ValueError, match="lr"):
         dv.sweep(small_problem, [0.01, -1.0])
-    with pytest.raises(ValueError, match=r"nudged_lrs must be rates of lrs .*got 0.5"):
-        dv.sweep(small_problem, [0.01], nudged_lrs=[0.5])
     with pytest.raises(ValueError, match="eval_every must be at least 1, got 0"):
         dv.sweep(small_problem, [0.01], eval_every=0)
 
@@ -358,12 +373,6 @@ def test_work_accounting_by_hand(small_problem: dv.Problem) -> None:
         assert w.seconds > 0
 
 
-def test_perturbed_dense_difference_is_rounding_sized_on_a_calm_run(small_problem: dv.Problem) -> None:
-    out = dv.perturbed_dense_difference(small_problem, lr=0.01)
-    assert out.shape == (2,)
-    assert (out > 0).all() and (out < 1e-12).all()
-
-
 # -- summaries --------------------------------------------------------------------------
 
 
@@ -377,7 +386,7 @@ def _hand_run(problem: dv.Problem) -> dv.Run:
         table[3] = init[3]  # never touched
     e = np.array([0, 5])
     return dv.Run(
-        lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eval_steps=e,
+        lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, eval_steps=e,
         valid_loss={name: np.zeros((1, 2)) for name in dv.METHODS},
         test_loss={name: np.zeros(1) for name in dv.METHODS},
         divergence={name: np.zeros((1, 2)) for name in dv.LAZY_MODES},
@@ -412,8 +421,16 @@ def test_held_out_loss_by_gap_by_hand() -> None:
     np.testing.assert_allclose(out["loss"]["a"], [[np.logaddexp(0, logit_1) - logit_1, np.nan, expected_last]])
 
 
-def test_gap_labels_and_default_edges() -> None:
-    assert dv.gap_labels() == ["1-10", "10-100", "100-1000", ">= 1000"]
+def test_gap_labels_and_memory_edges() -> None:
+    assert dv.gap_labels(dv.memory_edges(0.9, 0.999)) == ["1-10", "10-1000", ">= 1000"]
+    assert dv.memory_edges(0.9, 0.99) == (1.0, 10.0, 100.0, np.inf)
+    assert dv.memory_edges(0.99, 0.9) == (1.0, 10.0, 100.0, np.inf)  # sorted, whichever moment remembers longer
+    assert dv.memory_edges(0.0, 0.0) == (1.0, np.inf)  # no memory: one bucket
+    assert dv.memory_edges(0.5, 0.5) == (1.0, 2.0, np.inf)
+
+
+def test_divergence_by_gap_defaults_to_the_runs_memories(small_problem: dv.Problem, small_run: dv.Run) -> None:
+    assert dv.divergence_by_gap(small_run, small_problem)["labels"] == ["1-10", "10-1000", ">= 1000"]
 
 
 def _runs_with_final_losses(final: dict[str, list[list[float]]], lrs: list[float]) -> dict[float, dv.Run]:
@@ -422,7 +439,7 @@ def _runs_with_final_losses(final: dict[str, list[list[float]]], lrs: list[float
     for i, lr in enumerate(lrs):
         valid = {name: np.array(final[name][i])[:, None].repeat(2, axis=1) for name in dv.METHODS}
         runs[lr] = dv.Run(
-            lr=lr, beta1=0.9, beta2=0.999, eps=1e-8, eval_steps=np.array([0, 10]), valid_loss=valid,
+            lr=lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, eval_steps=np.array([0, 10]), valid_loss=valid,
             test_loss={name: valid[name][:, -1] + 0.1 for name in dv.METHODS},
             divergence={}, max_difference={}, tables={}, work={},
         )  # fmt: skip
@@ -475,11 +492,13 @@ def test_plot_divergence(small_problem: dv.Problem, small_run: dv.Run) -> None:
     over_steps, by_gap = fig.axes
     assert over_steps.get_title() == "distance from dense Adam's table"
     assert by_gap.get_title() == "final distance, by how rarely a row is touched"
-    assert over_steps.get_yscale() == "log" and by_gap.get_yscale() == "linear"
-    assert [line.get_label() for line in over_steps.lines] == [dv.LABELS[n] for n in dv.LAZY_MODES]
-    median = np.maximum(np.median(small_run.divergence["lazy"][:, 1:], axis=0), dv.PLOT_FLOOR)
+    assert over_steps.get_yscale() == "linear" and by_gap.get_yscale() == "linear"
+    # DENSE_EQUIVALENT's rounding-sized line would sit on zero: the left panel has the other two only
+    assert [line.get_label() for line in over_steps.lines] == ["LAZY", "DORMANCY_DECAY"]
+    median = np.median(small_run.divergence["lazy"][:, 1:], axis=0)
     np.testing.assert_array_equal(over_steps.lines[0].get_xdata(), small_run.eval_steps[1:])
     np.testing.assert_array_equal(over_steps.lines[0].get_ydata(), median)
+    assert over_steps.get_ylim()[0] == 0.0
     buckets = dv.divergence_by_gap(small_run, small_problem)
     ticks = [t.get_text().split("\n")[0] for t in by_gap.get_xticklabels()]
     assert ticks == buckets["labels"]
@@ -489,7 +508,12 @@ def test_plot_divergence(small_problem: dv.Problem, small_run: dv.Run) -> None:
     np.testing.assert_allclose(lazy_points, dv.spread(buckets["divergence"]["lazy"], axis=0)[0])
     worst = np.nanmax(buckets["divergence"]["dense_equivalent"])
     assert [t.get_text() for t in by_gap.texts] == [f"DENSE_EQUIVALENT: at most {worst:.0e}"]
-    assert "lr 0.03" in fig.texts[0].get_text() and "2 seeds" in fig.texts[0].get_text()
+    worst_over_steps = np.nanmax(small_run.divergence["dense_equivalent"])
+    assert [t.get_text() for t in over_steps.texts] == [f"DENSE_EQUIVALENT: at most {worst_over_steps:.0e}"]
+    # one legend for the figure, outside the panels
+    assert over_steps.get_legend() is None and by_gap.get_legend() is None
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [dv.LABELS[n] for n in dv.LAZY_MODES]
+    assert "lr 0.03" in fig._suptitle.get_text() and "2 seeds" in fig._suptitle.get_text()
 
 
 def test_plot_tuned(small_runs: dict[float, dv.Run]) -> None:
@@ -509,6 +533,20 @@ def test_plot_tuned(small_runs: dict[float, dv.Run]) -> None:
     assert [line.get_label() for line in curve_ax.lines] == [f"{dv.LABELS[n]} (lr {chosen[n]:g})" for n in dv.METHODS]
     dd_curve = small_runs[chosen["dormancy_decay"]].valid_loss["dormancy_decay"].mean(axis=0)
     np.testing.assert_allclose(curve_ax.lines[1].get_ydata(), dd_curve)
+    # dense Adam thick and dashed under DENSE_EQUIVALENT's markers, so the two stay visible where they coincide
+    de_line, dense_line = curve_ax.lines[2], curve_ax.lines[3]
+    assert de_line.get_marker() == "^" and dense_line.get_linestyle() == "--"
+    assert dense_line.get_linewidth() > de_line.get_linewidth()
+    # the legend, with each method's rate, sits below the panels and covers no curve
+    assert curve_ax.get_legend() is None
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [line.get_label() for line in curve_ax.lines]
+    # a sweep mean above the panel's top is marked by a triangle on the top edge
+    top = sweep_ax.get_ylim()[1]
+    clipped = [line for line in sweep_ax.lines if line.get_label() == "_off the top"]
+    dense_best = small_runs[chosen["dense"]].valid_loss["dense"][:, -1]
+    off_top = sum(int(((dv.final_valid_loss(small_runs, n) - dense_best).mean(axis=1) > top).sum()) for n in dv.METHODS)
+    assert off_top > 0 and sum(len(line.get_xdata()) for line in clipped) == off_top
+    assert all(np.all(line.get_ydata() == top) for line in clipped)
     tuned = dv.tuned_results(small_runs)
     for container, name in zip(test_ax.containers, dv.METHODS):
         np.testing.assert_allclose(container.lines[0].get_ydata(), [np.median(tuned[name].test_minus_dense)])
@@ -519,7 +557,7 @@ def test_choose_lrs_at_an_earlier_step_and_loss_change() -> None:
     for lr, (mid, end) in {0.01: (0.5, 0.3), 0.1: (0.4, 0.35)}.items():
         valid = {name: np.array([[0.7, mid, end], [0.7, mid, end + 0.02]]) for name in dv.METHODS}
         runs[lr] = dv.Run(
-            lr=lr, beta1=0.9, beta2=0.999, eps=1e-8, eval_steps=np.array([0, 5, 10]), valid_loss=valid,
+            lr=lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, eval_steps=np.array([0, 5, 10]), valid_loss=valid,
             test_loss={name: valid[name][:, -1] for name in dv.METHODS}, divergence={}, max_difference={}, tables={},
             work={},
         )  # fmt: skip

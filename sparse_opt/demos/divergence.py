@@ -67,13 +67,6 @@ LABELS: dict[str, str] = {
     "dense": "dense Adam",
 }
 
-#: Bucket edges on a row's mean gap between touches (steps per touch): the time
-#: constants 1 / (1 - beta1) = 10 and 1 / (1 - beta2) = 1000 of the default betas.
-GAP_EDGES: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0, np.inf)
-
-#: Divergences below this are drawn at it on the log-scale plots (an exact 0 has no logarithm).
-PLOT_FLOOR = 1e-16
-
 _COLORS: dict[str, str] = {
     "lazy": "tab:red",
     "dormancy_decay": "tab:blue",
@@ -320,14 +313,26 @@ def _touches(problem: Problem) -> np.ndarray:
 
 
 def make_optimizer(
-    method: str, table: np.ndarray, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    method: str,
+    table: np.ndarray,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
 ) -> SparseAdamTable | DenseAdam:
-    """The optimizer of ``method`` (one of :data:`METHODS`) over ``table`` (updated in place)."""
+    """The optimizer of ``method`` (one of :data:`METHODS`) over ``table`` (updated in place).
+
+    ``weight_decay`` is AdamW's decoupled decay, for every method.
+    """
     if method == "dense":
-        return DenseAdam(table, lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+        return DenseAdam(table, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     if method not in LAZY_MODES:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    return SparseAdamTable(table, SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode=LazyMode(method)))
+    config = SparseAdamConfig(
+        lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, mode=LazyMode(method)
+    )
+    return SparseAdamTable(table, config)
 
 
 def training_step(
@@ -387,7 +392,7 @@ class Run:
 
     Attributes
     ----------
-    lr, beta1, beta2, eps : float
+    lr, beta1, beta2, eps, weight_decay : float
     eval_steps : ndarray of int64
         Steps after which the validation loss and the divergences were measured (0 = initial tables).
     valid_loss : dict of str to ndarray, shape (num_seeds, len(eval_steps))
@@ -403,16 +408,13 @@ class Run:
     tables : dict of str to ndarray
         Final stacked tables, per method (DENSE_EQUIVALENT's caught up).
     work : dict of str to Work
-    nudged_difference : ndarray, shape (num_seeds,), or None
-        Only from :func:`sweep` at a rate of its ``nudged_lrs``: how far dense
-        Adam started one ulp away ends from dense Adam
-        (:func:`perturbed_dense_difference`).
     """
 
     lr: float
     beta1: float
     beta2: float
     eps: float
+    weight_decay: float
     eval_steps: np.ndarray
     valid_loss: dict[str, np.ndarray]
     test_loss: dict[str, np.ndarray]
@@ -420,7 +422,6 @@ class Run:
     max_difference: dict[str, np.ndarray]
     tables: dict[str, np.ndarray]
     work: dict[str, Work]
-    nudged_difference: np.ndarray | None = None
 
 
 def train(
@@ -430,6 +431,7 @@ def train(
     beta2: float = 0.999,
     eps: float = 1e-8,
     eval_every: int = 500,
+    weight_decay: float = 0.0,
 ) -> Run:
     """Train the four :data:`METHODS` from ``problem.init`` on the same batches, in lockstep.
 
@@ -446,13 +448,15 @@ def train(
         Adam's hyper-parameters, the same for the four methods.
     eval_every : int
         Steps between evaluations.
+    weight_decay : float
+        AdamW's decoupled decay, the same for the four methods.
 
     Returns
     -------
     Run
     """
     tables = {name: problem.init.copy() for name in METHODS}
-    opts = {name: make_optimizer(name, tables[name], lr, beta1, beta2, eps) for name in METHODS}
+    opts = {name: make_optimizer(name, tables[name], lr, beta1, beta2, eps, weight_decay) for name in METHODS}
     num_steps, seeds, dim = problem.num_steps, problem.num_seeds, problem.dim
     eval_steps = np.unique(np.r_[np.arange(0, num_steps, eval_every), num_steps]).astype(np.int64)
     valid = {name: np.empty((seeds, eval_steps.size)) for name in METHODS}
@@ -503,6 +507,7 @@ def train(
         beta1=float(beta1),
         beta2=float(beta2),
         eps=float(eps),
+        weight_decay=float(weight_decay),
         eval_steps=eval_steps,
         valid_loss=valid,
         test_loss=test,
@@ -541,8 +546,8 @@ def sweep(
     beta2: float = 0.999,
     eps: float = 1e-8,
     eval_every: int = 500,
-    nudged_lrs: Sequence[float] = (),
     report: Callable[[str], None] | None = None,
+    weight_decay: float = 0.0,
 ) -> dict[float, Run]:
     """:func:`train` at every learning rate of ``lrs`` at once, in one stacked, vectorised run.
 
@@ -570,15 +575,12 @@ def sweep(
         As for :func:`train`, shared by every rate.
     eval_every : int
         Steps between evaluations.
-    nudged_lrs : sequence of float
-        Rates of ``lrs`` at which dense Adam is also trained from ``problem.init``
-        with the first entry of each seed's block moved up by one unit in the
-        last place: :attr:`Run.nudged_difference` (see
-        :func:`perturbed_dense_difference`, whose result it equals bit for bit).
     report : callable, optional
         Called with a line of text at four evaluations a quarter of the run
         apart: the step, and each method's validation loss then at the middle
         rate of ``lrs`` (mean over seeds).
+    weight_decay : float
+        As for :func:`train`, shared by every rate.
 
     Returns
     -------
@@ -591,25 +593,19 @@ def sweep(
     if not lrs or len(set(lrs)) != len(lrs):
         raise ValueError(f"lrs must be distinct and at least one, got {lrs}")
     configs = {
-        (name, lr): SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode=LazyMode(name))
+        (name, lr): SparseAdamConfig(
+            lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, mode=LazyMode(name)
+        )
         for name in LAZY_MODES
         for lr in lrs
     }
-    nudged_lrs = tuple(float(lr) for lr in nudged_lrs)
-    for lr in nudged_lrs:
-        if lr not in lrs:
-            raise ValueError(f"nudged_lrs must be rates of lrs {lrs}, got {lr}")
     if eval_every < 1:
         raise ValueError(f"eval_every must be at least 1, got {eval_every}")
     num_lrs, size, dim, seeds = len(lrs), problem.init.shape[0], problem.dim, problem.num_seeds
     num_steps = problem.num_steps
-    # block b = (method i, rate l) owns rows b * size .. (b + 1) * size - 1 of `stack`; the nudged dense runs follow
-    blocks = len(METHODS) * num_lrs + len(nudged_lrs)
+    # block b = (method i, rate l) owns rows b * size .. (b + 1) * size - 1 of `stack`
+    blocks = len(METHODS) * num_lrs
     stack = np.tile(problem.init, (blocks, 1))
-    for n in range(len(nudged_lrs)):
-        for j in range(seeds):
-            r = (len(METHODS) * num_lrs + n) * size + problem.block(j).start
-            stack[r, 0] = np.nextafter(stack[r, 0], np.inf)
 
     def rows_of(b: int) -> slice:
         return slice(b * size, (b + 1) * size)
@@ -617,18 +613,18 @@ def sweep(
     tables = {
         name: [stack[rows_of(i * num_lrs + l)] for l in range(num_lrs)] for i, name in enumerate(METHODS)
     }
-    nudged = [stack[rows_of(len(METHODS) * num_lrs + n)] for n in range(len(nudged_lrs))]
     moments = {name: [(np.zeros((size, dim)), np.zeros((size, dim))) for _ in lrs] for name in LAZY_MODES}
     last_step = {name: [np.zeros(size, dtype=np.int64) for _ in lrs] for name in LAZY_MODES}
     coastings = [  # as SparseAdamTable in DENSE_EQUIVALENT mode makes its own, one per rate
         AdamCoasting(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, stack.dtype)
         for c in (configs["dense_equivalent", lr] for lr in lrs)
     ]
-    dense_tables = tables["dense"] + nudged
-    dense_lrs = lrs + nudged_lrs
-    dense_opts = [DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps) for t, lr in zip(dense_tables, dense_lrs)]
+    dense_opts = [
+        DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+        for t, lr in zip(tables["dense"], lrs)
+    ]
     dense_first = len(METHODS) - 1  # dense Adam's blocks start at block dense_first * num_lrs
-    dense_grad = np.zeros((len(dense_tables) * size, dim))
+    dense_grad = np.zeros((num_lrs * size, dim))
     offsets = np.arange(blocks, dtype=np.int64) * size
     bounds = np.arange(blocks + 1, dtype=np.int64) * size
 
@@ -728,6 +724,7 @@ def sweep(
             beta1=float(beta1),
             beta2=float(beta2),
             eps=float(eps),
+            weight_decay=float(weight_decay),
             eval_steps=eval_steps.copy(),
             valid_loss={name: valid[name][l] for name in METHODS},
             test_loss={
@@ -749,45 +746,8 @@ def sweep(
                 )
                 for name in METHODS
             },
-            nudged_difference=(
-                _relative_max_difference(nudged[nudged_lrs.index(lr)], tables["dense"][l], problem)
-                if lr in nudged_lrs
-                else None
-            ),
         )
     return runs
-
-
-def perturbed_dense_difference(
-    problem: Problem, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
-) -> np.ndarray:
-    """How far dense Adam drifts from *itself* when one entry of each seed's start moves by one ulp.
-
-    Trains dense Adam twice at ``lr``, from ``problem.init`` and from a copy whose
-    first entry of each block is moved up by one unit in the last place, and
-    returns ``max |E' - E| / max |E|`` of the final tables per seed. Where
-    training amplifies rounding (a chaotic trajectory), this is as large as any
-    other rounding-level difference becomes, DENSE_EQUIVALENT's included.
-    """
-    base = problem.init.copy()
-    nudged = problem.init.copy()
-    for j in range(problem.num_seeds):
-        r = problem.block(j).start
-        nudged[r, 0] = np.nextafter(nudged[r, 0], np.inf)
-    opts = [DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps) for t in (base, nudged)]
-    for k in range(problem.num_steps):
-        for table, opt in zip((base, nudged), opts):
-            opt.step(logistic_grad(table, problem.pairs[k], problem.labels[k], problem.batch_size).to_dense())
-    return _relative_max_difference(nudged, base, problem)
-
-
-def _relative_max_difference(other: np.ndarray, table: np.ndarray, problem: Problem) -> np.ndarray:
-    """``max |other - table| / max |table|`` over each seed's block, shape ``(num_seeds,)``."""
-    out = np.empty(problem.num_seeds)
-    for j in range(problem.num_seeds):
-        rows = problem.block(j)
-        out[j] = float(np.max(np.abs(other[rows] - table[rows]))) / float(np.max(np.abs(table[rows])))
-    return out
 
 
 # -- summaries ------------------------------------------------------------------------
@@ -799,16 +759,35 @@ def _buckets(gaps: np.ndarray, edges: Sequence[float]) -> np.ndarray:
     return np.minimum(np.searchsorted(e, gaps, side="right") - 1, e.size - 2)
 
 
-def gap_labels(edges: Sequence[float] = GAP_EDGES) -> list[str]:
-    """Readable bucket names, e.g. ``"10-100"`` and ``">= 1000"``."""
+def memory_edges(beta1: float, beta2: float) -> tuple[float, ...]:
+    """Bucket edges on a row's mean gap between touches: 1, Adam's two memories, infinity.
+
+    The memories are the time constants ``1 / (1 - beta1)`` of ``m`` and
+    ``1 / (1 - beta2)`` of ``v`` (rounded to 12 significant digits, so that
+    ``beta1 = 0.9`` gives 10), each kept only if above 1 (``beta = 0`` has no memory).
+
+    Examples
+    --------
+    >>> memory_edges(0.9, 0.99)
+    (1.0, 10.0, 100.0, inf)
+    >>> memory_edges(0.0, 0.999)
+    (1.0, 1000.0, inf)
+    """
+    memories = {float(f"{1.0 / (1.0 - b):.12g}") for b in (beta1, beta2)}
+    return (1.0, *sorted(m for m in memories if m > 1.0), float(np.inf))
+
+
+def gap_labels(edges: Sequence[float]) -> list[str]:
+    """Readable bucket names, e.g. ``"10-100"`` and ``">= 100"``."""
     return [f">= {lo:g}" if np.isinf(hi) else f"{lo:g}-{hi:g}" for lo, hi in zip(edges[:-1], edges[1:])]
 
 
-def divergence_by_gap(run: Run, problem: Problem, edges: Sequence[float] = GAP_EDGES) -> dict[str, object]:
+def divergence_by_gap(run: Run, problem: Problem, edges: Sequence[float] | None = None) -> dict[str, object]:
     """Final divergence from dense Adam per bucket of rows grouped by mean gap between touches, per seed.
 
     A row's mean gap is ``num_steps / touches`` (:func:`mean_gaps`). Rows never
-    touched are left out (no optimizer moves them).
+    touched are left out (no optimizer moves them). The bucket edges default to
+    the run's :func:`memory_edges`.
 
     Returns
     -------
@@ -818,6 +797,7 @@ def divergence_by_gap(run: Run, problem: Problem, edges: Sequence[float] = GAP_E
         buckets)`` of ``||E_mode - E_dense||_F / ||E_dense - E_0||_F`` over the
         bucket's rows (NaN for an empty bucket).
     """
+    edges = memory_edges(run.beta1, run.beta2) if edges is None else edges
     gaps = mean_gaps(problem)
     bucket = _buckets(gaps, edges)
     touched = np.isfinite(gaps)
@@ -842,7 +822,7 @@ def divergence_by_gap(run: Run, problem: Problem, edges: Sequence[float] = GAP_E
 
 
 def held_out_loss_by_gap(
-    tables: dict[str, np.ndarray], problem: Problem, edges: Sequence[float] = GAP_EDGES
+    tables: dict[str, np.ndarray], problem: Problem, edges: Sequence[float]
 ) -> dict[str, object]:
     """Test loss per bucket of test pairs grouped by the mean gap of their *rarer* row, per seed.
 
@@ -850,6 +830,9 @@ def held_out_loss_by_gap(
     ----------
     tables : dict of str to ndarray
         A stacked table per method (e.g. each method's final table at its own learning rate).
+    problem : Problem
+    edges : sequence of float
+        Bucket edges on the mean gap (e.g. :func:`memory_edges`).
 
     Returns
     -------
@@ -994,23 +977,17 @@ def state_bytes(method: str, num_rows: int, dim: int, dtype: type = np.float64) 
 # -- figures ----------------------------------------------------------------------------
 
 
-def _band(ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str, floor: float | None = None) -> None:
+def _band(ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str) -> None:
     """Median over seeds (axis 0) as a line, min-max as a shaded band."""
     mid, lo, hi = spread(values, axis=0)
-    if floor is not None:
-        mid, lo, hi = (np.maximum(a, floor) for a in (mid, lo, hi))
     style = {"linestyle": "--"} if name == "dense" else {}
     ax.plot(x, mid, color=_COLORS[name], label=label, linewidth=1.8, **style)
     ax.fill_between(x, lo, hi, color=_COLORS[name], alpha=0.2, linewidth=0)
 
 
-def _error_points(
-    ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str, floor: float | None = None
-) -> None:
+def _error_points(ax: Axes, x: np.ndarray, values: np.ndarray, name: str, label: str) -> None:
     """Median over seeds (axis 0) as a marker, min-max as an error bar."""
     mid, lo, hi = spread(values, axis=0)
-    if floor is not None:
-        mid, lo, hi = (np.maximum(a, floor) for a in (mid, lo, hi))
     ax.errorbar(
         x, mid, yerr=[mid - lo, hi - mid], color=_COLORS[name], marker=_MARKERS[name], markersize=7,
         linestyle="none", capsize=4, elinewidth=1.5, label=label,
@@ -1018,29 +995,30 @@ def _error_points(
 
 
 def plot_divergence(run: Run, problem: Problem) -> Figure:
-    """Distance of each lazy mode's table from dense Adam's, by step (log scale) and by row frequency.
+    """Distance of each lazy mode's table from dense Adam's, by step and by row frequency.
 
-    Left: divergence over the steps, log scale (median over seeds, min-max
-    band; values below :data:`PLOT_FLOOR` drawn at it). Right: final divergence
-    per bucket of rows by mean gap between touches (:func:`divergence_by_gap`),
-    linear scale, median over seeds with min-max error bars; DENSE_EQUIVALENT's
-    points sit on 0 there, and a note gives their largest value.
+    Left: LAZY's and DORMANCY_DECAY's divergence over the steps (median over
+    seeds, min-max band). Right: final divergence per bucket of rows by mean gap
+    between touches (:func:`divergence_by_gap`, edges at the run's
+    :func:`memory_edges`), median over seeds with min-max error bars. Both are
+    linear: DENSE_EQUIVALENT's divergence is rounding, a line on zero, so the
+    left panel leaves it out and a note on each panel gives its largest value.
+    One legend for the figure, below the panels.
 
     Returns
     -------
     matplotlib.figure.Figure
         Axes: over steps, by gap.
     """
-    fig = new_figure(11.0, 4.4)
+    fig = new_figure(11.0, 4.6)
     over_steps, by_gap = fig.subplots(1, 2)
     keep = run.eval_steps > 0
-    for name in LAZY_MODES:
-        _band(over_steps, run.eval_steps[keep], run.divergence[name][:, keep], name, LABELS[name], PLOT_FLOOR)
-    over_steps.set_yscale("log")
+    for name in ("lazy", "dormancy_decay"):
+        _band(over_steps, run.eval_steps[keep], run.divergence[name][:, keep], name, LABELS[name])
+    over_steps.set_ylim(bottom=0.0)
     over_steps.set_xlabel("step")
     over_steps.set_ylabel("||E - E_dense|| / ||E_dense - E_0||")
     over_steps.set_title("distance from dense Adam's table")
-    over_steps.legend(loc="center right")
     buckets = divergence_by_gap(run, problem)
     x = np.arange(len(buckets["labels"]), dtype=np.float64)
     for offset, name in zip((-0.2, 0.0, 0.2), LAZY_MODES):
@@ -1051,14 +1029,19 @@ def plot_divergence(run: Run, problem: Problem) -> Figure:
     by_gap.set_xlabel("mean steps between a row's touches (rows per seed)")
     by_gap.set_ylabel("||E - E_dense|| / ||E_dense - E_0||")
     by_gap.set_title("final distance, by how rarely a row is touched")
-    worst = float(np.nanmax(buckets["divergence"]["dense_equivalent"]))
-    by_gap.annotate(
-        f"DENSE_EQUIVALENT: at most {worst:.0e}", xy=(0.98, 0.03), xycoords="axes fraction", ha="right",
-        va="bottom", color=_COLORS["dense_equivalent"], fontsize=10,
-    )  # fmt: skip
-    by_gap.legend(loc="center right")
-    for ax in (over_steps, by_gap):
+    worst = {
+        over_steps: float(np.nanmax(run.divergence["dense_equivalent"])),
+        by_gap: float(np.nanmax(buckets["divergence"]["dense_equivalent"])),
+    }
+    corners = {over_steps: (0.98, 0.03, "right", "bottom"), by_gap: (0.02, 0.97, "left", "top")}  # empty corners
+    for ax, value in worst.items():
+        x_note, y_note, ha, va = corners[ax]
+        ax.annotate(
+            f"DENSE_EQUIVALENT: at most {value:.0e}", xy=(x_note, y_note), xycoords="axes fraction", ha=ha, va=va,
+            color=_COLORS["dense_equivalent"], fontsize=10,
+        )  # fmt: skip
         ax.grid(alpha=0.3, which="major")
+    fig.legend(*by_gap.get_legend_handles_labels(), loc="outside lower center", ncol=len(LAZY_MODES), fontsize=LEGEND)
     fig.suptitle(
         f"lr {run.lr:g} for all three; {problem.num_seeds} seeds (median, min-max); "
         f"beta1 {run.beta1:g}, beta2 {run.beta2:g}"
@@ -1072,10 +1055,12 @@ def plot_tuned(runs: dict[float, Run], chosen: dict[str, float] | None = None) -
     Left: final validation loss minus dense Adam's on the same seed (dense Adam
     at its own rate) against learning rate; mean over seeds with min-max error
     bars, a ring on each method's choice; the vertical range stops a little
-    above the chosen points (worse rates run off the top). Middle: validation
-    loss over the steps at each method's own rate, mean over seeds. Right: test
+    above the chosen points, and a mean that runs off the top is drawn as a
+    hollow triangle on the top edge. Middle: validation loss over the steps at
+    each method's own rate, mean over seeds; dense Adam is a thick dashed line
+    under DENSE_EQUIVALENT's markers, which would otherwise hide it. Right: test
     loss minus dense Adam's on the same seed, each at its own rate (median,
-    min-max). One legend for the figure, below the panels.
+    min-max). One legend for the figure, below the panels, with each method's rate.
 
     Returns
     -------
@@ -1103,16 +1088,26 @@ def plot_tuned(runs: dict[float, Run], chosen: dict[str, float] | None = None) -
         at_choice.append(hi[best])
         lowest.append(lo.min())
         run = runs[chosen[name]]
+        marks = {"marker": _MARKERS[name], "markevery": max(1, run.eval_steps.size // 8), "markersize": 6}
         curve_ax.plot(
-            run.eval_steps, run.valid_loss[name].mean(axis=0), color=_COLORS[name], linestyle=style, linewidth=1.8,
-            label=f"{LABELS[name]} (lr {chosen[name]:g})",
+            run.eval_steps, run.valid_loss[name].mean(axis=0), color=_COLORS[name], linestyle=style,
+            linewidth=3.0 if name == "dense" else 1.6, label=f"{LABELS[name]} (lr {chosen[name]:g})",
+            **({} if name == "dense" else marks),
         )  # fmt: skip
     sweep_ax.axhline(0.0, color=_COLORS["dense"], linewidth=1.0, linestyle=":")
     sweep_ax.set_xscale("log")
-    sweep_ax.set_ylim(min(lowest) - 0.004, max(at_choice) + 0.02)
+    bottom, top = min(lowest) - 0.004, max(at_choice) + 0.02
+    sweep_ax.set_ylim(bottom, top)
+    for name in METHODS:
+        mean = (final_valid_loss(runs, name) - dense_best).mean(axis=1)
+        off = mean > top
+        sweep_ax.plot(
+            lrs[off] * factor[name], np.full(int(off.sum()), top), linestyle="none", marker="^", markersize=9,
+            markerfacecolor="none", color=_COLORS[name], clip_on=False, label="_off the top",
+        )  # fmt: skip
     sweep_ax.set_xlabel("learning rate")
     sweep_ax.set_ylabel("validation loss - tuned dense Adam's")
-    sweep_ax.set_title("sweep (mean, min-max over seeds)")
+    sweep_ax.set_title("sweep (mean, min-max over seeds)", pad=12)  # room for the triangles on the top edge
     curve_ax.set_xlabel("step")
     curve_ax.set_ylabel("validation loss (mean over seeds)")
     curve_ax.set_title("each at its own learning rate")
@@ -1128,6 +1123,5 @@ def plot_tuned(runs: dict[float, Run], chosen: dict[str, float] | None = None) -
     test_ax.set_title("test loss, each at its own learning rate")
     for ax in (sweep_ax, curve_ax, test_ax):
         ax.grid(alpha=0.3)
-    curve_ax.legend(loc="upper right")
-    fig.legend(*sweep_ax.get_legend_handles_labels(), loc="outside lower center", ncol=len(METHODS), fontsize=LEGEND)
+    fig.legend(*curve_ax.get_legend_handles_labels(), loc="outside lower center", ncol=len(METHODS), fontsize=LEGEND)
     return finish(fig)
