@@ -33,8 +33,9 @@ ignores ``COUNTER``; ``DECOUPLE_GLOBAL`` fails on CPU (no ``gwd`` CPU operator);
 (10) iterations, ``slow half of each row += 0.6 * (fast half - slow half)``
 over the whole table, which no reference models. With fp16 weights (fp32
 state) the kernels are the same update with the weights rounded to fp16 after
-it (a numpy replay matches the recordings bit for bit, ``EXACT_ADAGRAD`` within
-one fp16 ulp); judged at float32 tolerances that rounding is a miss of 30 to 75
+it (a numpy replay matches the recordings bit for bit; ``EXACT_SGD`` and
+``EXACT_ADAGRAD`` write ``weights[d] -= update`` on a ``c10::Half``, which rounds
+the update to fp16 before subtracting it); judged at float32 tolerances that rounding is a miss of 30 to 75
 tolerances, so only ``EXACT_SGD`` (whose dyadic updates fp16 holds exactly)
 gets a verdict: there is no fp16 tolerance yet. ``ADAM``,
 ``PARTIAL_ROWWISE_ADAM`` and ``LAMB`` raise "not supported in CPU mode": their
