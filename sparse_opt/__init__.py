@@ -11,7 +11,10 @@ Public names (``import sparse_opt as so``):
   (``torch.optim.Adafactor`` semantics) and :class:`EGDD` (lingvo's).
 
 Only numpy is required. ``sparse_opt.demos`` (matplotlib, ipywidgets) holds the
-plain functions behind the notebooks and is not imported here.
+plain functions behind the notebooks and is not imported here. The sparse
+optimizers and ``DenseAdam`` also train float16 tables, and bfloat16 ones from
+the optional ``ml_dtypes`` package (never imported here), with float32 or
+half state and round-to-nearest or stochastic rounding (:mod:`sparse_opt._rounding`).
 """
 
 from sparse_opt.adafactor import Adafactor
