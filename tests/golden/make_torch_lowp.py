@@ -107,7 +107,8 @@ def _save(name: str, arrays: dict[str, np.ndarray]) -> None:
     if path.exists():
         old = np.load(path, allow_pickle=False)
         if set(old.files) == set(arrays) and all(
-            old[k].dtype == np.asarray(arrays[k]).dtype and np.array_equal(old[k], arrays[k], equal_nan=True)
+            old[k].dtype == np.asarray(arrays[k]).dtype
+            and np.array_equal(old[k], arrays[k], equal_nan=old[k].dtype.kind == "f")
             for k in arrays
         ):
             print(f"unchanged {path.name}")
