@@ -219,8 +219,16 @@ class SparseAdagrad(SparseOptimizer):
         if self.config.rowwise and self._ndim == 1:
             raise ValueError("rowwise=True needs a table (SparseAdagradTable): a 1-D parameter has no rows")
         shape = self.params.shape[:1] if self.config.rowwise else self.params.shape
-        init = self._precision.wide(np.asarray(self.config.initial_accumulator_value, dtype=np.float64))
-        self.sum = np.full(shape, self._precision.stored(self._precision.q(init)), dtype=self._precision.state)
+        prec = self._precision
+        with np.errstate(over="ignore"):
+            init = prec.q(prec.wide(np.asarray(self.config.initial_accumulator_value, np.float64)))
+        if not np.isfinite(init):  # an accumulator the optimizer's own load_state_dict would refuse
+            hint = " (state_dtype='param'; 'float32' holds it)" if prec.per_op else ""
+            raise ValueError(
+                f"Invalid initial_accumulator_value: {self.config.initial_accumulator_value} overflows the "
+                f"{prec.state.name} state{hint}"
+            )
+        self.sum = np.full(shape, self._precision.stored(init), dtype=self._precision.state)
         self._lr = LearningRate(self.config.lr)
 
     def _why_no_catch_up(self) -> str:

@@ -546,3 +546,10 @@ def test_stochastic_rounding_of_any_float(x, seed):
     assert r in (lo[0], hi[0]) and np.signbit(r) == np.signbit(x)
     nearest = Precision(dtype)
     assert float(nearest.written(np.array([x]))[0]) == float(np.float16(x))
+
+
+def test_an_initial_accumulator_the_half_state_cannot_hold_is_refused_at_construction():
+    with pytest.raises(ValueError, match=r"Invalid initial_accumulator_value: 100000.0 overflows the float16 state"):
+        so.SparseAdagrad(np.zeros(3, np.float16), so.SparseAdagradConfig(initial_accumulator_value=1e5,
+                                                                          state_dtype="param"))
+    so.SparseAdagrad(np.zeros(3, np.float16), so.SparseAdagradConfig(initial_accumulator_value=1e5))
