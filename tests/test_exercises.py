@@ -32,7 +32,7 @@ def diagnosis_messages(exercise: Exercise) -> set[str]:
 
 
 def test_at_least_two_exercises_per_lesson() -> None:
-    for lesson in ("01", "02", "03", "04", "05", "06", "07", "08"):
+    for lesson in ("01", "02", "03", "04", "05", "06", "07", "08", "09"):
         assert len(ex.for_lesson(lesson)) >= 2, lesson
     assert sorted(NAMES) == sorted(set(NAMES)), "exercise names must be unique"
     assert ex.names() == NAMES
@@ -607,6 +607,52 @@ PLANTED: dict[str, list[tuple[str, str]]] = {
              def table(self):
                  return self.table
          """, "an attribute set in __init__ (self.table = ...) hides it"),
+    ],
+    "skipped_displacement": [
+        ("""
+         def skipped_displacement(m, v, last, touch, rates):
+             terms = []
+             for j in range(last + 1, touch):
+                 k = j - last
+                 m_hat = 0.9**k * m / (1 - 0.9**j)
+                 v_hat = 0.999**k * v / (1 - 0.999**j)
+                 terms.append(m_hat / (np.sqrt(v_hat) + 1e-8))
+             return -rates[-1] * sum(terms)
+         """, "the current-rate catch-up of TorchRec"),
+        ("""
+         def skipped_displacement(m, v, last, touch, rates):
+             out = 0.0
+             for k in range(1, touch - last):
+                 m_hat = 0.9**k * m / (1 - 0.9**k)
+                 v_hat = 0.999**k * v / (1 - 0.999**k)
+                 out -= rates[k - 1] * m_hat / (np.sqrt(v_hat) + 1e-8)
+             return out
+         """, "not the steps since the last update"),
+        ("""
+         def skipped_displacement(m, v, last, touch, rates):
+             j = np.arange(last + 1, touch + 1)
+             k = j - last
+             m_hat = 0.9**k * m / (1 - 0.9**j)
+             v_hat = 0.999**k * v / (1 - 0.999**j)
+             return -float(np.sum(rates * m_hat / (np.sqrt(v_hat) + 1e-8)))
+         """, "the touch step is not skipped"),
+    ],
+    "decay_over_gap": [
+        ("""
+         def decay_over_gap(rates, weight_decay):
+             return (1 - rates[-1] * weight_decay) ** len(rates)
+         """, "the current-rate shortcut"),
+        ("""
+         def decay_over_gap(rates, weight_decay):
+             factor = 1.0
+             for lr in rates[:-1]:
+                 factor *= 1 - lr * weight_decay
+             return factor
+         """, "the touch step decays too"),
+        ("""
+         def decay_over_gap(rates, weight_decay):
+             return 1 - weight_decay * np.sum(rates)
+         """, "not 1 - wd * sum(lr_j)"),
     ],
     "which_eps_placement": [
         ("""

@@ -384,6 +384,7 @@ ALLOWED: dict[str, Callable[[Any], Any]] = {
 ALLOWED_FOR = {
     "a scalar as a 0-d array, or a 0-d array as a Python float": {
         "sgd_catch_up", "relative_divergence", "train_step", "egdd_lr_scale_update", "state_bytes_per_param",
+        "skipped_displacement", "decay_over_gap",
     },
     "arrays as an ndarray subclass that overrides nothing": {
         "coalesce", "coo_to_csr", "sgd_catch_up", "adam_step", "bias_corrected_update", "dormancy_decay_moments",

@@ -184,7 +184,7 @@ def test_an_unreadable_notebook_is_reported_not_fatal(tmp_path: Path) -> None:
     [
         (["grade", "{missing}"], "does not exist or is not a directory"),
         (["grade", "{empty}"], "no submissions (*.ipynb)"),
-        (["grade", "{empty}", "--lesson", "09"], "lesson '09' has no exercises"),
+        (["grade", "{empty}", "--lesson", "99"], "lesson '99' has no exercises"),
         (["grade", "{empty}", "--timeout", "0"], "timeout must be a positive number of seconds, got 0.0"),
         (["grade", "{empty}", "--check-timeout", "nan"], "check_timeout must be a positive number of seconds"),
     ],

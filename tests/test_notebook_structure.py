@@ -17,7 +17,7 @@ import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
-LESSONS = [p for p in NOTEBOOKS if re.match(r"0[1-8]_", p.name)]
+LESSONS = [p for p in NOTEBOOKS if re.match(r"(0[1-9]|1[0-9])_", p.name)]
 IGNORE_OUTPUT = "nbval-ignore-output"
 
 
@@ -34,7 +34,7 @@ def headings(path: Path) -> list[str]:
 
 
 def test_every_lesson_is_there():
-    assert [p.name[:2] for p in LESSONS] == [f"0{n}" for n in range(1, 9)]
+    assert [p.name[:2] for p in LESSONS] == [f"{n:02d}" for n in range(1, 10)]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])

@@ -29,13 +29,24 @@ raises. Exercises by lesson (``for_lesson("03")``):
 - 06: ``egdd_gain_update``, ``egdd_lr_scale_update``
 - 07: ``state_bytes_per_param``, ``lazy_row_update``
 - 08: ``LazyAdam`` (a conformance candidate class), ``which_eps_placement``
+- 09: ``skipped_displacement``, ``decay_over_gap``
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sparse_opt.exercises import lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08
+from sparse_opt.exercises import (
+    lesson01,
+    lesson02,
+    lesson03,
+    lesson04,
+    lesson05,
+    lesson06,
+    lesson07,
+    lesson08,
+    lesson09,
+)
 from sparse_opt.exercises._core import CheckResult, Exercise, Text
 
 __all__ = ["EXERCISES", "CheckResult", "Exercise", "check", "for_lesson", "get", "hint", "names", "solution", "stub"]
@@ -50,6 +61,7 @@ EXERCISES: tuple[Exercise, ...] = (
     *lesson06.EXERCISES,
     *lesson07.EXERCISES,
     *lesson08.EXERCISES,
+    *lesson09.EXERCISES,
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in EXERCISES}
