@@ -2,8 +2,9 @@
 
 ``skipped_displacement`` is what ``DENSE_EQUIVALENT`` applies to one coordinate
 under a schedule: dense Adam's zero-gradient steps ``j = last+1 .. touch-1``,
-each at its own rate ``lr_j`` (:mod:`sparse_opt.demos.schedules`, whose
-:func:`~sparse_opt.demos.schedules.coasting_terms` is the reference). The
+each at its own rate ``lr_j`` (:mod:`sparse_opt.demos.schedules` derives it
+and checks it against :class:`~sparse_opt.DenseAdam`; the reference here is the
+same formula, vectorised, so that the checkers need numpy only). The
 diagnoses are the shortcuts production catch-ups and first attempts take: the
 current rate for every skipped step, the touch step counted as skipped, bias
 corrections by the steps since the touch instead of the global step, none at
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparse_opt.demos.schedules import coasting_terms
 from sparse_opt.exercises._compare import Output
 from sparse_opt.exercises._core import Case, Diagnosis, Exercise, source
 
@@ -24,8 +24,13 @@ BETAS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
 
 
 def _reference(m: float, v: float, last: int, touch: int, rates: np.ndarray) -> float:
-    gap = touch - last - 1
-    return -float(np.dot(np.asarray(rates, dtype=np.float64)[:gap], coasting_terms(m, v, last, gap, **BETAS)))
+    beta1, beta2, eps = BETAS["beta1"], BETAS["beta2"], BETAS["eps"]
+    j = np.arange(last + 1, touch, dtype=np.float64)  # the skipped steps
+    k = j - last
+    m_hat = beta1**k * m / (1.0 - beta1**j)
+    v_hat = beta2**k * v / (1.0 - beta2**j)
+    rates = np.asarray(rates, dtype=np.float64)[: j.size]
+    return -float(np.dot(rates, m_hat / (np.sqrt(v_hat) + eps)))
 
 
 def _flawed(flaw: str):
