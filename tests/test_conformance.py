@@ -39,7 +39,11 @@ def _traj(name: str, s: Scenario) -> np.ndarray:
 
 def test_catalogue_names_families_and_order():
     names = [s.name for s in SCENARIOS]
-    assert len(names) == len(set(names)) == 27
+    assert len(names) == len(set(names)) == 34
+    assert [s.name for s in SCENARIOS if s.hyper.schedule] == [
+        "adam_schedule_warmup", "adam_schedule_step_decay", "adam_schedule_cosine", "adam_schedule_weight_decay",
+        "sgd_schedule_warmup", "sgd_schedule_step_decay", "sgd_schedule_weight_decay"]
+    assert scenarios(schedules=False) == tuple(s for s in SCENARIOS if not s.hyper.schedule)
     assert [s.family for s in SCENARIOS] == sorted((s.family for s in SCENARIOS), key=FAMILIES.index)
     assert all(s.name.startswith(s.family + "_") for s in SCENARIOS)
     assert scenario("adam_gap_10") is scenarios("adam")[3]
@@ -181,11 +185,13 @@ def test_rowwise_adagrad_reference_matches_the_kit_docstring():
 
 
 def test_references_registry():
-    assert [r.name for r in references("sgd")] == ["sgd_lazy", "sgd_dense", "sgd_no_decay", "tf_momentum"]
+    assert [r.name for r in references("sgd")] == ["sgd_lazy", "sgd_dense", "sgd_current_rate", "sgd_no_decay",
+                                                    "tf_momentum"]
     assert len({r.name for r in REFERENCES}) == len(REFERENCES)
     assert all(r.source.strip() and r.title for r in REFERENCES)
     modelled = {r.name for r in REFERENCES if r.modelled}
-    assert modelled == {"rowwise_bias", "hugectr_lazy", "hugectr_dense"}  # rowwise_adagrad: FBGEMM now runs live
+    # rowwise_adagrad: FBGEMM runs live; the current-rate catch-ups' libraries need a GPU
+    assert modelled == {"rowwise_bias", "hugectr_lazy", "hugectr_dense", "current_rate", "sgd_current_rate"}
     assert all("modelled from source" in r.title for r in REFERENCES if r.modelled)
     with pytest.raises(KeyError):
         reference("adamax")
@@ -375,7 +381,7 @@ def test_report_text_is_stable_and_complete():
     assert text == str(check(KitAdamLazy))
     lines = text.splitlines()
     assert lines[0] == "candidate: sparse_opt SparseAdamTable(LAZY) (family adam)"
-    assert lines[2].startswith("verdict: lazy (13/13 scenarios) -- sparse_opt LAZY")
+    assert lines[2].startswith("verdict: lazy (17/17 scenarios) -- sparse_opt LAZY")
     assert "first divergence from lazy: none" in lines
     for s in scenarios("adam"):
         assert sum(line.startswith(s.name + " ") for line in lines) == 2
@@ -388,7 +394,7 @@ def test_report_text_is_stable_and_complete():
 def test_report_fields():
     report = check(KitAdamLazy)
     assert report.ok and report.semantics == "lazy" and report.verdict == ("lazy",)
-    assert report.tally["lazy"] == (13, 13) and report.tally["sparse_adam"][1] == 12
+    assert report.tally["lazy"] == (17, 17) and report.tally["sparse_adam"][1] == 15
     gap = next(r for r in report.results if r.scenario == "adam_gap_2")
     assert gap.best == "lazy" and gap.matches == ("lazy", "lazy_l2") and gap.ran
 

@@ -176,7 +176,7 @@ def test_numpy_replay_of_the_kernel_update_gives_the_recorded_tables(name):
     rule, decay, fp16, *ema = REPLAYS[name]
     recording = _load(name)
     ran, worst = 0, 0.0
-    for s in kernel_scenarios(recording.family):
+    for s in kernel_scenarios(recording.family, schedules=recording.schedules):
         run = recording.runs[s.name]
         if run.trajectory is None:
             continue

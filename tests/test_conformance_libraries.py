@@ -25,12 +25,12 @@ RECORDINGS = Path(__file__).resolve().parent / "conformance"
 
 # adapter -> (module, verdict, skipped scenarios)
 LIBRARIES = {
-    "TorchSparseAdam": ("torch_optim", ("sparse_adam",), {"adam_weight_decay"}),
+    "TorchSparseAdam": ("torch_optim", ("sparse_adam",), {"adam_weight_decay", "adam_schedule_weight_decay"}),
     "TorchAdam": ("torch_optim", ("dense_l2",), set()),
     "TorchAdamW": ("torch_optim", ("dense_adamw",), set()),
     "TorchAdagrad": ("torch_optim", ("adagrad",), set()),
     "TorchSgd": ("torch_optim", ("sgd_dense",), set()),
-    "TorchSgdSparse": ("torch_optim", ("sgd_dense",), {"sgd_weight_decay"}),
+    "TorchSgdSparse": ("torch_optim", ("sgd_dense",), {"sgd_weight_decay", "sgd_schedule_weight_decay"}),
     "TfSparseApplyMomentum": ("tf_kernels", ("tf_momentum",), {"sgd_weight_decay", "sgd_maximize"}),
     "TfSparseApplyAdagradV2": (
         "tf_kernels", ("tf_adagrad",),
@@ -43,7 +43,7 @@ LIBRARY_OF = {"torch_optim": "torch", "tf_kernels": "tensorflow"}
 # the skipped scenarios that tell the verdict apart from another reference (the report is not ok while they are)
 UNRUN = {"KerasAdam": ("adam_maximize",), "Tf1Adam": ("adam_maximize",),
          "TfSparseApplyAdagradV2": ("adagrad_maximize",), "TfSparseApplyMomentum": ("sgd_maximize",),
-         "TorchSgdSparse": ("sgd_weight_decay",)}
+         "TorchSgdSparse": ("sgd_weight_decay", "sgd_schedule_weight_decay")}
 
 
 def _verdict(report):

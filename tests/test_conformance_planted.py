@@ -5,16 +5,31 @@ deviation. Those that implement a production semantics must get that
 reference as their verdict; the near misses (no reference implements them)
 must match nothing, and the first divergence from the semantics they claim
 must be the very first (scenario, step, row, column) where the deviation acts,
-worked out below from the scenario definitions in ``catalogue.py``.
+worked out below from the scenario definitions in ``catalogue.py``. The current-rate catch-up
+(the production rule for the rates of skipped steps) is planted in the kit's own exact catch-up, fed the
+scheduler's current rate instead of a schedule: it must be named ``current_rate``, never dense training.
 """
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from sparse_opt.conformance import Hyper, check, expected, reference, run, scenario
-from sparse_opt.conformance.adapters.kit import KitSgdLazy
+from sparse_opt import LazyMode, SparseAdamTable, SparseSgdTable
+from sparse_opt.conformance import Hyper, check, expected, reference, run, scenario, scenarios
+from sparse_opt.conformance.adapters.kit import (
+    KitAdamDenseEquivalent,
+    KitAdamDenseEquivalentOnRead,
+    KitSgdDenseEquivalent,
+    KitSgdDenseEquivalentOnRead,
+    KitSgdLazy,
+    _adam_config,
+    _sgd_config,
+)
+from sparse_opt.conformance.semantics import adam, sgd
 
 
 class PlantedAdam:
@@ -181,3 +196,110 @@ def test_the_unmodified_planted_adam_is_lazy_but_not_ok_while_it_skips_incomplet
 def test_near_misses_keep_their_closest_reference():
     assert check(KeepLastDuplicate).closest == "lazy"
     assert check(DecayTouchedOnly).closest == "dense_adamw"
+
+
+# --------------------------------------------------------------------------- the current rate for skipped steps
+
+
+class _SchedulerLr:
+    """The kit's exact DENSE_EQUIVALENT catch-up fed the rate the training loop holds *now* (what a
+    ``lambda t: scheduler.get_last_lr()[0]`` gives after ``opt.step(); sched.step()``: the rate of the step being
+    taken, or of the next one between steps) instead of a schedule of ``t``: every dormant step it replays gets the
+    current rate, the production rule (``current_rate``)."""
+
+    claims = "dense_adamw"
+
+    def _now(self, hyper: Hyper):
+        self.taken, last = 0, len(hyper.schedule) or 1
+        return lambda t: hyper.rate(min(self.taken + 1, last))
+
+    def step(self, row_ids: np.ndarray, row_grads: np.ndarray) -> None:
+        super().step(row_ids, row_grads)
+        self.taken += 1
+
+
+class AdamSchedulerLr(_SchedulerLr, KitAdamDenseEquivalentOnRead):
+    name = "DENSE_EQUIVALENT with the scheduler's current lr, caught up on read"
+
+    def _build(self, params, hyper):
+        return SparseAdamTable(params, replace(_adam_config(hyper, LazyMode.DENSE_EQUIVALENT), lr=self._now(hyper)))
+
+
+class SgdSchedulerLr(_SchedulerLr, KitSgdDenseEquivalentOnRead):
+    claims, name = "sgd_dense", "SGD DENSE_EQUIVALENT with the scheduler's current lr, caught up on read"
+
+    def _build(self, params, hyper):
+        return SparseSgdTable(params, replace(_sgd_config(hyper, LazyMode.DENSE_EQUIVALENT), lr=self._now(hyper)))
+
+
+class AdamSchedulerLrView(_SchedulerLr, KitAdamDenseEquivalent):
+    """Whole-table reads that store nothing (a catch-up applied by the reader, as FBGEMM's global weight decay is
+    applied in the lookup): the table is a caught-up copy, the optimizer keeps its dormant rows."""
+
+    name, catches_up = "DENSE_EQUIVALENT with the scheduler's current lr, read without catching up", False
+
+    def _build(self, params, hyper):
+        return AdamSchedulerLr._build(self, params, hyper)
+
+    def table(self) -> np.ndarray:
+        view = copy.deepcopy(self)  # the table and the optimizer together: view._opt updates view._params
+        view._opt.catch_up()
+        return view._params.copy()
+
+
+class AdamSchedulerLrStored(AdamSchedulerLrView):
+    """Whole-table reads that store the catch-up: after each step every row is caught up one step, at the rate
+    of the next step: neither dense (each dormant step j gets lr_{j+1}) nor the current-rate rule."""
+
+    name, catches_up = "DENSE_EQUIVALENT with the scheduler's current lr, caught up before every read", True
+    table = KitAdamDenseEquivalent.table
+
+
+# (candidate, verdict, first divergence from the claim). adam_schedule_warmup: row 1 touched at step 2, back at
+# step 12 after the warm-up ended at step 8: the read before step 12 (the table after step 11) shows it caught up
+# at step 12's rate; sgd_schedule_warmup: row 1 back at step 11. The view reads every step: at step 3 row 1 has
+# slept one step, caught up at step 4's rate 4/8 * lr where dense training used step 3's, 3/8 * lr.
+CURRENT_RATE = [
+    (AdamSchedulerLr, "current_rate", ("adam_schedule_warmup", 11, 1, 0)),
+    (SgdSchedulerLr, "sgd_current_rate", ("sgd_schedule_warmup", 10, 1, 0)),
+    (AdamSchedulerLrView, "current_rate", ("adam_schedule_warmup", 3, 1, 0)),
+]
+
+
+@pytest.mark.parametrize(("candidate", "verdict", "first"), CURRENT_RATE, ids=[c[0].__name__ for c in CURRENT_RATE])
+def test_a_catch_up_at_the_current_rate_is_named_and_told_from_dense(candidate, verdict, first):
+    report = check(candidate)
+    assert report.verdict == (verdict,) and not report.ok, str(report)  # it claims dense training, and is not
+    d = report.divergence
+    assert (d.reference, d.scenario, d.step, d.row, d.col) == ((candidate.claims,) + first), str(report)
+    told = [r for r in report.results if r.deviations.get(verdict)]
+    assert {r.scenario for r in told} == {s.name for s in scenarios(candidate.family) if s.hyper.schedule}
+    for r in told:  # matched within a fraction of a tolerance, dense training missed by trillions of them
+        assert r.deviations[verdict].score <= 0.1 and r.deviations[candidate.claims].score > 1e12, r.scenario
+
+
+def test_a_catch_up_stored_at_every_read_is_neither_dense_nor_the_current_rate_rule():
+    report = check(AdamSchedulerLrStored)
+    assert report.verdict == () and report.divergence.scenario == "adam_schedule_warmup"
+    assert report.tally["current_rate"][0] == 0 and report.tally["dense_adamw"] == (13, 17)
+
+
+def test_the_kit_dense_equivalent_is_dense_under_every_schedule_and_never_the_current_rate_rule():
+    for candidate in (KitAdamDenseEquivalent, KitAdamDenseEquivalentOnRead, KitSgdDenseEquivalent,
+                      KitSgdDenseEquivalentOnRead):
+        report = check(candidate)
+        assert report.ok and report.semantics == candidate.claims, str(report)
+        current = "current_rate" if candidate.family == "adam" else "sgd_current_rate"
+        assert report.tally[current] == (0, 4 if candidate.family == "adam" else 3)
+
+
+def test_with_a_constant_rate_the_current_rate_rule_is_dense_training_bit_for_bit():
+    """Why the current-rate references apply to the schedule scenarios only: elsewhere they would repeat dense."""
+    for family, dense, current in (("adam", adam.dense_adamw, adam.current_rate), ("sgd", sgd.dense, sgd.current_rate)):
+        for s in scenarios(family, schedules=False) + scenarios(family, "kernel", schedules=False):
+            for dtype in (np.float64, np.float32):
+                table = s.table.astype(dtype)
+                assert np.array_equal(current(table, s.steps, s.hyper), dense(table, s.steps, s.hyper)), s.name
+        flat = scenario(f"{family}_schedule_warmup")
+        flat = replace(flat, hyper=replace(flat.hyper, schedule=(flat.hyper.lr,) * len(flat.steps)))
+        assert np.array_equal(current(flat.table, flat.steps, flat.hyper), dense(flat.table, flat.steps, flat.hyper))

@@ -51,7 +51,7 @@ def test_torchrec_fused_sgd_drops_momentum_and_decay_silently():
 def test_numpy_replay_of_the_fused_kernel_gives_the_recorded_tables(name):
     """Second route: FBGEMM's CPU update (momentum and decay dropped) replayed in numpy, bit for bit."""
     recording, ran = _load(name), 0
-    for s in kernel_scenarios(recording.family):
+    for s in kernel_scenarios(recording.family, schedules=recording.schedules):
         run = recording.runs[s.name]
         if run.trajectory is not None:
             np.testing.assert_array_equal(run.trajectory, _replay(s, REPLAYS[name], "none"), err_msg=s.name)

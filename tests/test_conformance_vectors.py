@@ -15,7 +15,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_conformance_planted import GapOffByOne
 
-from sparse_opt.conformance import SCENARIOS, check, expected, load_vectors, reference, references, scenarios
+from sparse_opt.conformance import (
+    SCENARIOS,
+    check,
+    expected,
+    load_vectors,
+    reference,
+    references,
+    scenario,
+    scenarios,
+)
 from sparse_opt.conformance.__main__ import main
 from sparse_opt.conformance.adapters.kit import KitAdagrad, KitAdamDenseEquivalent
 from sparse_opt.conformance.vectors import SCHEMA, check_vectors, export_vectors, verify_vectors
@@ -130,12 +139,12 @@ def test_a_tampered_trajectory_is_caught(vectors, tmp_path):
 
 def test_cli_export_and_check_vectors(tmp_path, capsys):
     assert main(["export", str(tmp_path), "--family", "sgd"]) == 0
-    assert "wrote 6 scenario files" in capsys.readouterr().out
+    assert "wrote 9 scenario files" in capsys.readouterr().out
     assert main(["check-vectors", str(tmp_path)]) == 0
-    assert "6 scenario files: all expected trajectories reproduce" in capsys.readouterr().out
+    assert "9 scenario files: all expected trajectories reproduce" in capsys.readouterr().out
     kit = "sparse_opt.conformance.adapters.kit:KitSgdLazy"
     assert main(["check-vectors", str(tmp_path), "--candidate", kit]) == 0
-    assert "verdict: sgd_lazy (6/6 scenarios)" in capsys.readouterr().out
+    assert "verdict: sgd_lazy (9/9 scenarios)" in capsys.readouterr().out
     assert main(["check-vectors", str(tmp_path), "--candidate", kit, "--claims", "sgd_dense"]) == 1
     assert "first divergence from sgd_dense: sgd_gap step 2 row 2 col 0" in capsys.readouterr().out
     with pytest.raises(SystemExit):
@@ -228,6 +237,53 @@ def test_a_malformed_file_is_a_value_error_naming_the_file_and_the_field(vectors
         load_vectors(tmp_path)
 
 
+# sgd_schedule_step_decay: 12 steps, rates 1/16 (steps 1-4), 1/64, 1/256; lr = 1/16
+MALFORMED_SCHEDULE = {
+    "schedule short": (_edit("hyper.schedule", [0.0625] * 11),
+                       "hyper.schedule has 11 rates, expected one per step (12)"),
+    "schedule empty": (_edit("hyper.schedule", []), "hyper.schedule has 0 rates, expected one per step (12)"),
+    "schedule NaN": (_edit("hyper.schedule.3", math.nan), "hyper.schedule[3] = nan must be finite"),
+    "schedule inf": (_edit("hyper.schedule.0", math.inf), "hyper.schedule[0] = inf must be finite"),
+    "schedule negative": (_edit("hyper.schedule.5", -0.25), "hyper.schedule[5] = -0.25 must be >= 0"),
+    "schedule a string": (_edit("hyper.schedule.0", "0.1"), "hyper.schedule[0] must be a number, got str"),
+    "schedule a bool": (_edit("hyper.schedule.7", True), "hyper.schedule[7] must be a number, got bool"),
+    "schedule not a list": (_edit("hyper.schedule", 0.0625), "hyper.schedule must be a list, got float"),
+    "schedule 400 digits": (_edit("hyper.schedule.2", _HUGE),
+                            "hyper.schedule[2] = an integer of 401 digits is too large for a float"),
+    "lr not the peak": (_edit("hyper.lr", 0.125), "hyper.schedule: its peak 0.0625 is not hyper.lr = 0.125"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_SCHEDULE), ids=sorted(MALFORMED_SCHEDULE))
+def test_a_malformed_schedule_is_a_value_error_naming_the_file_and_the_field(vectors, tmp_path, case):
+    edit, message = MALFORMED_SCHEDULE[case]
+    name = "sgd_schedule_step_decay"
+    doc = edit(json.loads((vectors / f"{name}.json").read_text()))
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": [name]}))
+    (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="^" + re.escape(f"{name}.json: ") + ".*" + re.escape(message)):
+        load_vectors(tmp_path)
+
+
+def test_a_schedule_round_trips_and_only_schedule_files_carry_one(vectors):
+    for s in SCENARIOS:
+        doc = json.loads((vectors / f"{s.name}.json").read_text())
+        assert ("schedule" in doc["hyper"]) == bool(s.hyper.schedule)
+        if s.hyper.schedule:
+            assert doc["hyper"]["schedule"] == list(s.hyper.schedule) and doc["hyper"]["lr"] == max(s.hyper.schedule)
+    (loaded,) = [v for v in load_vectors(vectors) if v.scenario.name == "adam_schedule_cosine"]
+    assert loaded.scenario.hyper == scenario("adam_schedule_cosine").hyper
+
+
+def test_check_vectors_leaves_the_schedule_files_out_for_a_constant_rate_candidate(vectors):
+    class ConstantOnly(KitAdamDenseEquivalent):
+        schedules = False
+
+    report = check_vectors(vectors, ConstantOnly)
+    assert [r.scenario for r in report.results] == [s.name for s in scenarios("adam", schedules=False)]
+    assert report.ok and report.semantics == "dense_adamw" and str(report) == str(check(ConstantOnly))
+
+
 def test_a_float32_scenario_cannot_hold_what_overflows_float32(vectors, tmp_path):
     doc = json.loads((vectors / "sgd_float32.json").read_text())
     doc["table"][0][1] = 1e300
@@ -306,8 +362,10 @@ _JSON = st.recursive(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_single_corruption_loads_or_is_a_value_error(vectors, tmp_path, data):
-    """Replace or delete one value anywhere in a good file: never an exception other than ValueError."""
-    doc = json.loads((vectors / "adam_incomplete_rows.json").read_text())
+    """Replace or delete one value anywhere in a good file (one with a schedule too): never an exception other than
+    ValueError."""
+    name = data.draw(st.sampled_from(["adam_incomplete_rows", "adam_schedule_weight_decay"]))
+    doc = json.loads((vectors / f"{name}.json").read_text())
     doc["expected"] = doc["expected"][:2]
     path = data.draw(st.sampled_from(_paths(doc)[1:]))
     parent = doc
@@ -319,9 +377,9 @@ def test_any_single_corruption_loads_or_is_a_value_error(vectors, tmp_path, data
         del parent[path[-1]]
     else:
         parent.pop(path[-1])
-    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": ["adam_incomplete_rows"]}))
-    (tmp_path / "adam_incomplete_rows.json").write_text(json.dumps(doc))
+    (tmp_path / "index.json").write_text(json.dumps({"schema": SCHEMA, "scenarios": [name]}))
+    (tmp_path / f"{name}.json").write_text(json.dumps(doc))
     try:
         load_vectors(tmp_path)
     except ValueError as exc:
-        assert str(exc).startswith("adam_incomplete_rows.json"), exc
+        assert str(exc).startswith(f"{name}.json"), exc

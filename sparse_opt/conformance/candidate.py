@@ -36,6 +36,15 @@ A candidate is a class (not an instance: every scenario gets a fresh one) with a
   that runs float32 tables of width 4 only (a production embedding kernel);
   :func:`~sparse_opt.conformance.check` then judges it on the kernel form of
   the catalogue (:func:`~sparse_opt.conformance.catalogue.kernel_scenarios`).
+- Optional ``schedules = True``: the candidate takes a learning-rate schedule.
+  Step ``t`` (1-based, empty steps count) then uses the rate ``hyper.rate(t)``
+  instead of ``hyper.lr``, and a catch-up may ask ``hyper.rate(j)`` for any
+  earlier step ``j`` (``hyper.schedule`` holds them all; ``hyper.rate`` is a
+  pure function of the step, the schedule of :mod:`sparse_opt.schedules`'
+  contract). The scenarios with a schedule (``hyper.schedule`` not empty) are
+  among its default scenarios; a candidate without the attribute keeps
+  ``hyper.lr`` (every other scenario's rate) and is checked without them (run
+  on one anyway, it is skipped: "takes a constant learning rate only").
 
 Every call gets its own copy of its inputs (the table, the hyper-parameters,
 the ids and gradients): a candidate that modifies them changes nothing else.
@@ -93,6 +102,18 @@ def candidate_form(candidate: type) -> str:
     return str(form)
 
 
+def candidate_schedules(candidate: type) -> bool:
+    """The candidate's ``schedules`` (default False); ``ValueError`` naming it when it is not a bool."""
+    takes = getattr(candidate, "schedules", False)
+    if not isinstance(takes, bool):
+        raise ValueError(f"{candidate.__qualname__}.schedules must be True or False, got {takes!r}")
+    return takes
+
+
+#: Why a candidate without ``schedules = True`` is not run on a scenario with a schedule.
+CONSTANT_ONLY = "takes a constant learning rate only (no 'schedules = True')"
+
+
 def candidate_name(candidate: type) -> str:
     """The candidate's ``name``, or its class's qualified name."""
     return str(getattr(candidate, "name", None) or candidate.__qualname__)
@@ -130,6 +151,8 @@ def run(candidate: type, scenario: Scenario) -> Run:
     name, fingerprint = scenario.name, scenario.fingerprint
     check_candidate(candidate)
     dtype, shape, steps = scenario.dtype, scenario.table.shape, scenario.steps
+    if scenario.hyper.schedule and not candidate_schedules(candidate):
+        return Run(name, fingerprint, skipped=CONSTANT_ONLY)
     where = "__init__"
     try:
         opt = candidate(np.array(scenario.table), replace(scenario.hyper))

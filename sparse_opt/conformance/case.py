@@ -86,6 +86,7 @@ class Scenario:
     point : str
         The semantic point it isolates, one sentence.
     hyper : Hyper
+        With a ``schedule``, one rate per step.
     table : ndarray, shape (rows, cols), float32 or float64
         The initial parameters; its dtype is the scenario's dtype.
     steps : tuple of Step
@@ -105,6 +106,9 @@ class Scenario:
         if self.table.ndim != 2 or self.table.dtype.name not in DTYPES:
             raise ValueError(f"table must be a 2-D array of one of {DTYPES}, got {self.table.dtype} {self.table.shape}")
         object.__setattr__(self, "steps", tuple(self.steps))
+        if self.hyper.schedule and len(self.hyper.schedule) != len(self.steps):
+            raise ValueError(f"{self.name}: the schedule has {len(self.hyper.schedule)} rates for "
+                             f"{len(self.steps)} steps (one per step)")
         rows, cols = self.table.shape
         for t, step in enumerate(self.steps, 1):
             if step.row_grads.shape[1] != cols:
@@ -118,7 +122,8 @@ class Scenario:
 
     @property
     def features(self) -> frozenset[str]:
-        """Optional features used: :meth:`Hyper.features`, plus ``"entries"`` for incomplete rows."""
+        """Optional features used: :meth:`Hyper.features` (``"schedule"`` among them), plus ``"entries"`` for
+        incomplete rows."""
         entries = {"entries"} if any(not s.complete for s in self.steps) else set()
         return self.hyper.features(self.family) | entries
 

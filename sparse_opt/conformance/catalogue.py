@@ -22,14 +22,28 @@ Adam (``beta1 = 0.9``, ``beta2 = 0.999``, ``eps = 1e-8``, ``lr = 1/16`` unless s
     ``k = 1, 2, 10`` and ``k = 200 > 1 / (1 - beta2)`` (``beta2 = 0.99``);
     repeated ids in one batch; empty steps; incomplete rows; maximize;
     gradients near eps (``eps = 1e-3``); weight decay on dormant rows; an
-    explicit zero gradient; float32.
+    explicit zero gradient; float32; learning-rate schedules whose changes fall
+    inside dormant gaps (a warm-up ending, a step decay, a cosine; AdamW's
+    decay under a schedule).
 Adagrad (``lr = 1/4``, ``eps = 1e-10``)
     lr_decay with a late first touch; a long gap (lazy is dense); repeated ids;
     incomplete rows (row-wise accumulators); initial accumulator; maximize;
     empty steps under lr_decay; float32.
 SGD (``lr = 1/16``, ``momentum = 0.9``)
     a gap (momentum keeps pushing in dense SGD); repeated ids; coupled weight
-    decay on dormant rows; empty steps; maximize; float32.
+    decay on dormant rows; empty steps; maximize; float32; schedules changing
+    inside dormant gaps (a warm-up, a step decay, a cosine with weight decay).
+
+The *schedule scenarios* (``<family>_schedule_<point>``) give the rate of every
+step in ``hyper.schedule`` (:class:`~sparse_opt.conformance.Hyper`): the rates
+of :mod:`sparse_opt.schedules` (warm-up, step decay, warm-up + cosine), each
+rounded to float32 so it is exact in both dtypes, ``lr`` their peak. A row is
+touched, sleeps through a change of rate and is touched again: dense training
+(DENSE_EQUIVALENT) coasts each dormant step at its own rate, the production
+catch-up (``current_rate``) at the rate of the step that brings the row back,
+LAZY and DORMANCY_DECAY not at all. They are run on the candidates that take a
+schedule (``schedules = True``, :mod:`.candidate`) and left out of the others'
+default scenarios (:func:`scenarios` with ``schedules=False``).
 
 The *kernel form* (:data:`KERNEL_SCENARIOS`, :func:`kernel_scenarios`) is what
 a production embedding kernel can run: FBGEMM's table-batched embedding takes
@@ -43,11 +57,12 @@ proper (:data:`SCENARIOS`) is unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 import numpy as np
 
+from sparse_opt import schedules
 from sparse_opt.conformance.case import Scenario, Step, frozen
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
@@ -118,6 +133,12 @@ def gap_schedule(k: int) -> list[list[Lookup]]:
     return _every(k + 5, {1: [2], 2: [1], k + 3: [1]})
 
 
+def scheduled(hyper: Hyper, schedule: Callable[[int], float], steps: int) -> Hyper:
+    """``hyper`` with the rates ``schedule(1) .. schedule(steps)``, each rounded to float32, and ``lr`` their peak."""
+    rates = tuple(float(np.float32(schedule(t))) for t in range(1, steps + 1))
+    return replace(hyper, lr=max(rates), schedule=rates)
+
+
 ADAM = Hyper(lr=0.0625, beta1=0.9, beta2=0.999, eps=1e-8)
 ADAGRAD = Hyper(lr=0.25, eps=1e-10)
 SGD = Hyper(lr=0.0625, momentum=0.9)
@@ -183,6 +204,34 @@ def _adam() -> list[Scenario]:
             "adam_float32", "adam",
             "float32 parameters: gaps and repeated ids together",
             ADAM, _every(12, {1: [1, 2], 2: [2], 5: [1, 1], 6: [3], 11: [1, 3, 3]}), seed=113, dtype="float32",
+        ),
+        build(
+            "adam_schedule_warmup", "adam",
+            "linear warm-up to 1/16 over 8 steps: row 1 touched at step 2 sleeps while the warm-up ends and is back "
+            "at step 12; row 2 is first touched at step 12: each dormant step at its own rate, or all at step 12's",
+            scheduled(ADAM, schedules.linear_warmup(0.0625, 8), 14),
+            _every(14, {2: [1], 12: [1, 2], 13: [1]}), seed=114,
+        ),
+        build(
+            "adam_schedule_step_decay", "adam",
+            "step decay (1/16, x1/4 every 5 steps): row 1 sleeps from step 4 to 13 across the decays at steps 6 "
+            "and 11, row 2 from step 2 to 7 across the first",
+            scheduled(ADAM, schedules.step_decay(0.0625, 5, 0.25), 16),
+            _every(16, {1: [2], 3: [1], 8: [2], 14: [1]}), seed=115,
+        ),
+        build(
+            "adam_schedule_cosine", "adam",
+            "warm-up (4 steps) and cosine to 1/128 at step 20: rows 1 and 2 sleep through parts of the warm-up and "
+            "of the cosine, row 1 is back after it ends",
+            scheduled(ADAM, schedules.warmup_cosine(0.0625, 4, 20, 0.0078125), 22),
+            _every(22, {2: [1], 5: [2], 10: [1], 17: [2], 21: [1]}), seed=116,
+        ),
+        build(
+            "adam_schedule_weight_decay", "adam",
+            "AdamW (weight_decay = 1/8) under a step decay (1/16, halved every 4 steps): dormant rows decay by "
+            "each step's 1 - lr_j * wd, by the current step's, or only at touches",
+            scheduled(replace(ADAM, weight_decay=0.125), schedules.step_decay(0.0625, 4, 0.5), 12),
+            _every(12, {1: [1], 3: [2], 9: [1], 11: [2]}), seed=117,
         ),
     ]
     return scenarios
@@ -261,6 +310,28 @@ def _sgd() -> list[Scenario]:
             "sgd_float32", "sgd", "float32 parameters, a gap and a repeated id",
             SGD, _every(8, {1: [1], 5: [1, 1], 6: [2]}), seed=306, dtype="float32",
         ),
+        build(
+            "sgd_schedule_warmup", "sgd",
+            "linear warm-up to 1/16 over 8 steps: row 1 touched at step 2 sleeps while the warm-up ends and is back "
+            "at step 11: dense momentum pushes it at each step's rate, the current-rate catch-up at step 11's",
+            scheduled(SGD, schedules.linear_warmup(0.0625, 8), 12),
+            _every(12, {1: [2], 2: [1], 11: [1]}), seed=307,
+        ),
+        build(
+            "sgd_schedule_step_decay", "sgd",
+            "step decay (1/16, x1/4 every 4 steps): row 1 sleeps from step 2 to 9 across the decays at steps 5 and "
+            "9, row 2 from step 4 to 5 across the first",
+            scheduled(SGD, schedules.step_decay(0.0625, 4, 0.25), 12),
+            _every(12, {1: [1], 3: [2], 6: [2], 10: [1]}), seed=308,
+        ),
+        build(
+            "sgd_schedule_weight_decay", "sgd",
+            "coupled weight decay 1/8 under warm-up (3 steps) and cosine to 1/256 at step 12: dormant rows decay and "
+            "coast at each step's rate, at the current step's, or not at all",
+            scheduled(Hyper(lr=0.0625, momentum=0.9, weight_decay=0.125),
+                      schedules.warmup_cosine(0.0625, 3, 12, 0.00390625), 14),
+            _every(14, {1: [1], 4: [2], 9: [1], 13: [2]}), seed=309,
+        ),
     ]
 
 
@@ -320,19 +391,23 @@ def _kernel() -> list[Scenario]:
 KERNEL_SCENARIOS: tuple[Scenario, ...] = tuple(_kernel())
 
 
-def scenarios(family: str | None = None, form: str = "catalogue") -> tuple[Scenario, ...]:
-    """The scenarios of ``family`` (all when ``None``) in ``form`` (``"catalogue"`` or ``"kernel"``), in order."""
+def scenarios(family: str | None = None, form: str = "catalogue", *, schedules: bool = True) -> tuple[Scenario, ...]:
+    """The scenarios of ``family`` (all when ``None``) in ``form`` (``"catalogue"`` or ``"kernel"``), in order.
+
+    ``schedules=False`` leaves out the scenarios with a learning-rate schedule:
+    the default scenarios of a candidate that takes none (:mod:`.candidate`).
+    """
     if family is not None and family not in FAMILIES:
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     chosen = SCENARIOS if form == "catalogue" else KERNEL_SCENARIOS
-    return tuple(s for s in chosen if family is None or s.family == family)
+    return tuple(s for s in chosen if (family is None or s.family == family) and (schedules or not s.hyper.schedule))
 
 
-def kernel_scenarios(family: str | None = None) -> tuple[Scenario, ...]:
-    """``scenarios(family, form="kernel")``: the float32 ``(rows, 4)`` forms."""
-    return scenarios(family, "kernel")
+def kernel_scenarios(family: str | None = None, *, schedules: bool = True) -> tuple[Scenario, ...]:
+    """``scenarios(family, form="kernel", schedules=schedules)``: the float32 ``(rows, 4)`` forms."""
+    return scenarios(family, "kernel", schedules=schedules)
 
 
 def scenario(name: str) -> Scenario:

@@ -11,8 +11,11 @@ array per run scenario, named after it (the trajectory, ``(T, rows, cols)``),
 ``<scenario>.observed`` beside it for a training-loop run (bool ``(T, rows)``:
 the rows read, see :mod:`.candidate`), and ``meta``, a 0-d string holding JSON: ``candidate``, ``family``, ``claims``
 (or null), ``versions`` (library versions), ``fingerprints``, ``skipped``,
-``errors`` (scenario -> message) and, for a kernel-form candidate only,
-``form`` (``"kernel"``: its default scenarios are the kernel form's).
+``errors`` (scenario -> message), for a kernel-form candidate only
+``form`` (``"kernel"``: its default scenarios are the kernel form's), and for
+a candidate that takes learning-rate schedules only ``schedules`` (``true``:
+its default scenarios include the schedule scenarios; a recording without the
+key was made without them).
 """
 
 from __future__ import annotations
@@ -24,7 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from sparse_opt.conformance.candidate import Run, candidate_form, candidate_name, check_candidate, run
+from sparse_opt.conformance.candidate import (
+    Run,
+    candidate_form,
+    candidate_name,
+    candidate_schedules,
+    check_candidate,
+    run,
+)
 from sparse_opt.conformance.case import Scenario, frozen
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 
@@ -46,6 +56,8 @@ class Recording:
         Library versions the recording was made with.
     form : {"catalogue", "kernel"}
         The candidate's ``form``: which scenarios :func:`~sparse_opt.conformance.check` judges it on by default.
+    schedules : bool
+        The candidate's ``schedules``: whether its default scenarios include the schedule scenarios.
     """
 
     candidate: str
@@ -54,6 +66,7 @@ class Recording:
     runs: dict[str, Run]
     versions: dict[str, str] = field(default_factory=dict)
     form: str = "catalogue"
+    schedules: bool = False
 
     def save(self, path: str | Path) -> None:
         """Write the recording to ``path`` (``.npz``)."""
@@ -68,6 +81,8 @@ class Recording:
         }
         if self.form != "catalogue":
             meta["form"] = self.form
+        if self.schedules:
+            meta["schedules"] = True
         arrays = {name: r.trajectory for name, r in self.runs.items() if r.trajectory is not None}
         if "meta" in arrays or any("." in name for name in arrays):
             raise ValueError("a scenario may not be called 'meta' or have a '.' in its name")
@@ -92,15 +107,16 @@ class Recording:
                     observed=observed,
                 )
         return cls(meta["candidate"], meta["family"], meta["claims"], runs, meta["versions"],
-                   meta.get("form", "catalogue"))
+                   meta.get("form", "catalogue"), meta.get("schedules", False) is True)
 
 
 def record(
     candidate: type, scenarios: Iterable[Scenario] | None = None, versions: dict[str, str] | None = None
 ) -> Recording:
-    """Run ``candidate`` through ``scenarios`` (default: its family's scenarios in its ``form``) and keep every run."""
-    family, form = check_candidate(candidate).family, candidate_form(candidate)
-    chosen = tuple(catalogue(family, form) if scenarios is None else scenarios)
+    """Run ``candidate`` through ``scenarios`` (default: its family's scenarios in its ``form``, the schedule
+    scenarios only when it takes schedules) and keep every run."""
+    family, form, takes = check_candidate(candidate).family, candidate_form(candidate), candidate_schedules(candidate)
+    chosen = tuple(catalogue(family, form, schedules=takes) if scenarios is None else scenarios)
     runs = {s.name: run(candidate, s) for s in chosen}
     return Recording(candidate_name(candidate), family, getattr(candidate, "claims", None), runs, dict(versions or {}),
-                     form)
+                     form, takes)

@@ -2,7 +2,8 @@
 
 :func:`export_vectors` writes one ``<scenario>.json`` per scenario and an
 ``index.json`` listing them (the schema is ``docs/conformance_schema.md``): the
-initial table, the steps, the hyper-parameters, and for each applicable
+initial table, the steps, the hyper-parameters (with ``schedule``, the rate
+of every step, for the scenarios that have one), and for each applicable
 reference its float64 trajectory and tolerance. A Rust, C++ or CUDA
 implementation reads a file, runs the steps, and compares its table after each
 step with the trajectory of the semantics it implements::
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from sparse_opt.conformance.candidate import check_candidate
+from sparse_opt.conformance.candidate import candidate_schedules, check_candidate
 from sparse_opt.conformance.case import DTYPES, Scenario, Step, frozen
 from sparse_opt.conformance.catalogue import SCENARIOS
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
@@ -200,6 +201,19 @@ def _row_ids(value: Any, rows: int, where: str) -> np.ndarray:
     return np.array(value, dtype=np.int64)
 
 
+def _schedule(hyper_doc: dict[str, Any], lr: float, steps: int, where: str) -> tuple[float, ...]:
+    """``hyper.schedule``: absent (a constant rate), or one finite rate ``>= 0`` per step whose largest is ``lr``."""
+    if "schedule" not in hyper_doc:
+        return ()
+    rates = _typed(hyper_doc["schedule"], list, where)
+    if len(rates) != steps:
+        raise ValueError(f"{where} has {len(rates)} rates, expected one per step ({steps})")
+    out = tuple(_number(x, f"{where}[{t}]", minimum=0.0) for t, x in enumerate(rates))
+    if lr != max(out):
+        raise ValueError(f"{where}: its peak {max(out)!r} is not hyper.lr = {lr!r} (lr is the schedule's peak)")
+    return out
+
+
 def _vector(doc: Any, where: str, name: str) -> Vector:
     """One scenario file's content, every field validated (``ValueError`` naming ``where`` and the field)."""
     doc = _fields(doc, _TOP, where)
@@ -213,15 +227,15 @@ def _vector(doc: Any, where: str, name: str) -> Vector:
     if dtype not in DTYPES:
         raise ValueError(f"{where}: dtype {_short(dtype)} unknown; the dtypes are {', '.join(DTYPES)}")
     point = _typed(doc["point"], str, f"{where}: point")
-    names = [f.name for f in fields(Hyper)]
+    names = [f.name for f in fields(Hyper) if f.name != "schedule"]
     hyper_doc = doc["hyper"]
-    if not isinstance(hyper_doc, dict) or set(hyper_doc) != set(names):
-        raise ValueError(f"{where}: hyper must have exactly the fields {sorted(names)}")
-    hyper = Hyper(**{
+    if not isinstance(hyper_doc, dict) or set(hyper_doc) - {"schedule"} != set(names):
+        raise ValueError(f"{where}: hyper must have exactly the fields {sorted(names)}, and optionally 'schedule'")
+    scalars = {
         key: _typed(value, bool, f"{where}: hyper.{key}") if key == "maximize"
         else _number(value, f"{where}: hyper.{key}")
-        for key, value in hyper_doc.items()
-    })
+        for key, value in hyper_doc.items() if key != "schedule"
+    }
     table = _matrix(doc["table"], f"{where}: table", (None, None))
     if table.size == 0:
         raise ValueError(f"{where}: table must have at least one row and one column, got shape {table.shape}")
@@ -238,6 +252,7 @@ def _vector(doc: Any, where: str, name: str) -> Vector:
         grads = _fits(_matrix(step["row_grads"], f"{at}.row_grads", (ids.size, cols)), dtype, f"{at}.row_grads")
         mask = None if step["mask"] is None else _matrix(step["mask"], f"{at}.mask", (ids.size, cols), boolean=True)
         steps.append(Step(ids, grads, mask))
+    hyper = Hyper(**scalars, schedule=_schedule(hyper_doc, scalars["lr"], len(steps), f"{where}: hyper.schedule"))
     scenario = Scenario(name, family, point, hyper, table.astype(dtype), tuple(steps))
     entries = _typed(doc["expected"], list, f"{where}: expected")
     if not entries:
@@ -281,7 +296,8 @@ def load_vectors(directory: str | Path) -> list[Vector]:
     """Read the files :func:`export_vectors` wrote, in ``index.json`` order.
 
     Every field is validated (types, finite numbers, tolerances ``>= 0``, ids in
-    range, consistent shapes, scenario names that name a file inside
+    range, consistent shapes, a schedule of one rate ``>= 0`` per step peaking at
+    ``lr``, scenario names that name a file inside
     ``directory`` and match it); a malformed file raises ``ValueError`` naming
     the file and the field.
     """
@@ -300,12 +316,19 @@ def load_vectors(directory: str | Path) -> list[Vector]:
 
 
 def check_vectors(directory: str | Path, candidate: type, *, claims: str | None = None) -> Report:
-    """Run ``candidate`` through the vectors of its family in ``directory`` and judge it against their trajectories."""
-    family = check_candidate(candidate).family
-    vectors = [v for v in load_vectors(directory) if v.scenario.family == family]
+    """Run ``candidate`` through the vectors of its family in ``directory`` and judge it against their trajectories.
+
+    The vectors with a learning-rate schedule are left out for a candidate that takes none (as :func:`check`
+    leaves out the schedule scenarios).
+    """
+    family, takes = check_candidate(candidate).family, candidate_schedules(candidate)
+    vectors = [v for v in load_vectors(directory)
+               if v.scenario.family == family and (takes or not v.scenario.hyper.schedule)]
     titles: dict[str, str] = {}
     for v in vectors:
         titles.update(v.titles)
+    order = {r.name: i for i, r in enumerate(references(family))}  # report order; unknown names after, as read
+    titles = dict(sorted(titles.items(), key=lambda item: order.get(item[0], len(order))))
     chosen = [v.scenario for v in vectors]
     recording = record(candidate, chosen)
     return judge(recording, chosen, {v.scenario.name: v.expected for v in vectors}, titles, claims)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from sparse_opt.conformance.candidate import candidate_form, check_candidate
+from sparse_opt.conformance.candidate import candidate_form, candidate_schedules, check_candidate
 from sparse_opt.conformance.case import Scenario
 from sparse_opt.conformance.catalogue import scenarios as catalogue
 from sparse_opt.conformance.recording import Recording, record
@@ -49,7 +49,9 @@ def check(
         The reference it claims to follow; default: the candidate's ``claims``.
     scenarios : iterable of Scenario, optional
         Default: the scenarios of the candidate's family, in its ``form``
-        (the catalogue, or its kernel form: see :mod:`.catalogue`).
+        (the catalogue, or its kernel form: see :mod:`.catalogue`), those with
+        a learning-rate schedule only when it takes schedules
+        (``schedules = True``; a recording remembers).
 
     Returns
     -------
@@ -64,14 +66,17 @@ def check(
     ('lazy', None)
     """
     if isinstance(candidate, Recording):
-        family, form = candidate.family, candidate.form
+        family, form, takes = candidate.family, candidate.form, candidate.schedules
     else:
-        family, form = check_candidate(candidate).family, candidate_form(candidate)
-    chosen = tuple(catalogue(family, form) if scenarios is None else scenarios)  # once: a generator is read here only
+        family, form, takes = check_candidate(candidate).family, candidate_form(candidate), candidate_schedules(candidate)
+    chosen = tuple(catalogue(family, form, schedules=takes) if scenarios is None else scenarios)  # once: a generator is read here only
     recording = candidate if isinstance(candidate, Recording) else record(candidate, chosen)
     refs = references(recording.family)
     expectations = {s.name: {r.name: expected(s, r) for r in refs if r.applies_to(s)} for s in chosen}
-    return judge(recording, chosen, expectations, {r.name: r.title for r in refs}, claims)
+    claimed = claims or recording.claims
+    # the references that apply to some scenario (and the claimed one): a constant-rate check shows no current_rate
+    titles = {r.name: r.title for r in refs if r.name == claimed or any(r.name in e for e in expectations.values())}
+    return judge(recording, chosen, expectations, titles, claims, {r.name for r in refs})
 
 
 def judge(
@@ -80,15 +85,18 @@ def judge(
     expectations: Mapping[str, Mapping[str, Expected]],
     titles: Mapping[str, str],
     claims: str | None = None,
+    known: Iterable[str] | None = None,
 ) -> Report:
     """The report for ``recording`` given each scenario's expected trajectories (by reference name).
 
     The engine behind :func:`check` and :func:`~sparse_opt.conformance.vectors.check_vectors`
-    (whose expectations come from exported files).
+    (whose expectations come from exported files). ``titles``: the references reported, in report
+    order; ``known``: every reference a claim may name (default: ``titles``).
     """
     claims = claims or recording.claims
-    if claims is not None and claims not in titles:
-        raise ValueError(f"claims = {claims!r} is not a {recording.family} reference; choose one of {list(titles)}")
+    names = list(titles) if known is None else list(known)
+    if claims is not None and (claims not in names or claims not in titles):
+        raise ValueError(f"claims = {claims!r} is not a {recording.family} reference; choose one of {names}")
     scenarios = tuple(scenarios)
     results = [_result(recording, s, expectations[s.name]) for s in scenarios]
     tally = {}

@@ -6,11 +6,14 @@ rows go through ``CooGradient.from_unsorted``), and claims the reference its
 documentation promises. A DENSE_EQUIVALENT optimizer catches every row up
 before the table is read; its ``...OnRead`` twin is run as a training loop
 (``read(rows)``, see :mod:`..candidate`): it catches up only the rows each step
-looks up, before the step, and the whole table at the end.
+looks up, before the step, and the whole table at the end. Every adapter takes
+learning-rate schedules (``schedules = True``): the scenario's ``hyper.rate`` is
+the optimizer's schedule ``t -> lr_t``, a float when the rate is constant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,6 +41,7 @@ class _KitTable:
     name: ClassVar[str]
     #: DENSE_EQUIVALENT: catch every row up before the table is read.
     catches_up: ClassVar[bool] = False
+    schedules: ClassVar[bool] = True
 
     def __init__(self, table: np.ndarray, hyper: Hyper) -> None:
         self._params = np.array(table)
@@ -68,9 +72,14 @@ class _CatchUpOnRead(_KitTable):
         return self._params[rows].copy()
 
 
+def _lr(hyper: Hyper) -> float | Callable[[int], float]:
+    """The optimizer's ``lr``: the scenario's schedule ``t -> lr_t``, or its constant rate."""
+    return hyper.rate if hyper.schedule else hyper.lr
+
+
 def _adam_config(hyper: Hyper, mode: LazyMode) -> SparseAdamConfig:
     return SparseAdamConfig(
-        lr=hyper.lr, beta1=hyper.beta1, beta2=hyper.beta2, eps=hyper.eps,
+        lr=_lr(hyper), beta1=hyper.beta1, beta2=hyper.beta2, eps=hyper.eps,
         mode=mode, maximize=hyper.maximize, weight_decay=hyper.weight_decay,
     )
 
@@ -117,7 +126,7 @@ class KitDenseAdam(_KitTable):
     def _build(self, params: np.ndarray, hyper: Hyper) -> DenseAdam:
         if hyper.maximize:
             raise NotImplementedError("DenseAdam has no maximize")
-        return DenseAdam(params, lr=hyper.lr, beta1=hyper.beta1, beta2=hyper.beta2, eps=hyper.eps,
+        return DenseAdam(params, lr=_lr(hyper), beta1=hyper.beta1, beta2=hyper.beta2, eps=hyper.eps,
                          weight_decay=hyper.weight_decay)
 
     def step(self, row_ids: np.ndarray, row_grads: np.ndarray) -> None:
@@ -133,7 +142,7 @@ def _adagrad_config(hyper: Hyper, rowwise: bool) -> SparseAdagradConfig:
     if hyper.weight_decay:
         raise NotImplementedError("SparseAdagradTable has no weight_decay")
     return SparseAdagradConfig(
-        lr=hyper.lr, lr_decay=hyper.lr_decay, eps=hyper.eps,
+        lr=_lr(hyper), lr_decay=hyper.lr_decay, eps=hyper.eps,
         initial_accumulator_value=hyper.initial_accumulator_value, maximize=hyper.maximize, rowwise=rowwise,
     )
 
@@ -157,7 +166,7 @@ class KitAdagradRowwise(_KitTable):
 
 
 def _sgd_config(hyper: Hyper, mode: LazyMode) -> SparseSgdConfig:
-    return SparseSgdConfig(lr=hyper.lr, weight_decay=hyper.weight_decay, momentum=hyper.momentum,
+    return SparseSgdConfig(lr=_lr(hyper), weight_decay=hyper.weight_decay, momentum=hyper.momentum,
                            maximize=hyper.maximize, mode=mode)
 
 

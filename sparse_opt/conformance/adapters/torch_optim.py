@@ -11,10 +11,19 @@ is pinned (``foreach=False``; it is torch's CPU default). Hyper-parameters an
 optimizer lacks (``weight_decay`` for SparseAdam and sparse Adagrad, where
 torch raises) make the adapter raise ``NotImplementedError``: the scenario is
 skipped.
+
+Every adapter takes learning-rate schedules (``schedules = True``) the way the
+SPEC states torch equivalence: on a scenario with a schedule the optimizer is
+built with base lr ``1.0`` and driven by
+``torch.optim.lr_scheduler.LambdaLR(opt, lambda e: rate(e + 1))``, stepped as
+``opt.step(); sched.step()`` (the ``t``-th ``opt.step()`` runs at epoch
+``t - 1``, rate ``lr_t``; the scheduler's step after the last ``opt.step()``
+asks for epoch ``T``, whose rate no step uses: it is given the last step's).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -34,12 +43,17 @@ class _TorchCandidate:
     name: ClassVar[str]
     #: Feed the gradient of ``nn.Embedding(sparse=True)`` (else the dense gradient).
     sparse: ClassVar[bool] = False
+    schedules: ClassVar[bool] = True
 
     def __init__(self, table: np.ndarray, hyper: Hyper) -> None:
         torch = self._t = _torch()
         self._emb = torch.nn.Embedding.from_pretrained(torch.from_numpy(np.array(table)), freeze=False, sparse=True)
         self._weight = self._emb.weight
-        self._opt = self._build(torch, self._weight, hyper)
+        rates = hyper.schedule
+        self._opt = self._build(torch, self._weight, replace(hyper, lr=1.0, schedule=()) if rates else hyper)
+        self._sched = None
+        if rates:
+            self._sched = torch.optim.lr_scheduler.LambdaLR(self._opt, lambda e: rates[min(e, len(rates) - 1)])
 
     def _build(self, torch: Any, weight: Any, hyper: Hyper) -> Any:
         raise NotImplementedError
@@ -74,6 +88,8 @@ class _TorchCandidate:
         # torch's own default (no invariant checks on the sparse tensors it builds), stated so it does not warn
         with self._t.sparse.check_sparse_tensor_invariants(enable=False):
             self._opt.step()
+        if self._sched is not None:
+            self._sched.step()
 
     def table(self) -> np.ndarray:
         return self._weight.detach().numpy().copy()

@@ -12,6 +12,9 @@ The Adam references, in report order:
 - ``lazy``: sparse_opt LAZY = FBGEMM adam with the global ``iter`` (modelled);
 - ``dormancy_decay``: sparse_opt DORMANCY_DECAY;
 - ``dense_adamw``: dense AdamW = sparse_opt DENSE_EQUIVALENT (torch Adam / AdamW);
+- ``current_rate``: DENSE_EQUIVALENT's catch-up with every skipped step at the
+  current step's rate, as TorchRec / FBGEMM ``DECOUPLE_GLOBAL`` / HugeCTR
+  ``LazyGlobal`` catch rows up (modelled; scenarios with a schedule only);
 - ``dense_l2``: torch.optim.Adam with coupled L2 weight decay;
 - ``lazy_l2``: lazy Adam, coupled weight decay on touched rows only;
 - ``sparse_adam``: torch SparseAdam / TF-Addons LazyAdam / HugeCTR Local, eps on sqrt(v);
@@ -29,8 +32,15 @@ on scenarios with ``weight_decay`` (the kernel form's
 ``rowwise_l2``, ``rowwise_decoupled``, ``rowwise_no_decay``,
 ``rowwise_counter``. SGD:
 ``sgd_lazy`` (sparse_opt LAZY), ``sgd_dense`` (torch SGD = sparse_opt
-DENSE_EQUIVALENT), ``sgd_no_decay`` (only with ``weight_decay``),
-``tf_momentum`` (TF kernel, duplicates in turn).
+DENSE_EQUIVALENT), ``sgd_current_rate`` (DENSE_EQUIVALENT's catch-up at the
+current rate: modelled, schedules only), ``sgd_no_decay`` (only with
+``weight_decay``), ``tf_momentum`` (TF kernel, duplicates in turn).
+
+Learning-rate schedules (the ``"schedule"`` feature): the kit's modes, torch's
+optimizers (run live under ``LambdaLR``) and the modelled FBGEMM and HugeCTR
+kernels take each step's rate; ``keras3_adam``, ``tf1_adam``, ``tf_momentum``
+and the Adagrad references are defined for a constant rate only (TensorFlow
+does not run here to check them under a schedule).
 
 FBGEMM's Adam variants (``lazy``, ``rowwise_bias``) stay modelled from source:
 its CPU kernels raise "not supported in CPU mode" for ``ADAM``,
@@ -103,30 +113,34 @@ def _ref(
     return Reference(name, family, title, modelled, frozenset(("maximize",) + features) | needs, fn, needs)
 
 
-_WD, _ENTRIES = "weight_decay", "entries"
+_WD, _ENTRIES, _LR = "weight_decay", "entries", "schedule"
 
 #: Every reference, in report order (Adam, Adagrad, SGD).
 REFERENCES: tuple[Reference, ...] = (
     _ref("lazy", "adam", "sparse_opt LAZY = FBGEMM adam, global iter (modelled from source): lazy, eps on sqrt(v_hat)",
-         adam.lazy, _WD, _ENTRIES),
+         adam.lazy, _WD, _ENTRIES, _LR),
     _ref("dormancy_decay", "adam", "sparse_opt DORMANCY_DECAY: moments and decay caught up at the touch, no coasting",
-         adam.dormancy_decay, _WD, _ENTRIES),
+         adam.dormancy_decay, _WD, _ENTRIES, _LR),
     _ref("dense_adamw", "adam", "dense AdamW = sparse_opt DENSE_EQUIVALENT (torch.optim.AdamW; Adam without decay)",
-         adam.dense_adamw, _WD, _ENTRIES),
+         adam.dense_adamw, _WD, _ENTRIES, _LR),
+    _ref("current_rate", "adam",
+         "TorchRec / FBGEMM DECOUPLE_GLOBAL / HugeCTR LazyGlobal rule (modelled from source): dense catch-up, "
+         "skipped steps at the current rate",
+         adam.current_rate, _WD, _ENTRIES, modelled=True, requires=_LR),
     _ref("dense_l2", "adam", "torch.optim.Adam(weight_decay): dense, coupled L2 on every row",
-         adam.dense_l2, _WD, _ENTRIES),
+         adam.dense_l2, _WD, _ENTRIES, _LR),
     _ref("lazy_l2", "adam", "lazy Adam with coupled weight decay on touched rows only",
-         adam.lazy_l2, _WD, _ENTRIES),
+         adam.lazy_l2, _WD, _ENTRIES, _LR),
     _ref("sparse_adam", "adam", "torch.optim.SparseAdam / TF-Addons LazyAdam / HugeCTR Local: lazy, eps on sqrt(v)",
-         adam.sparse_adam, _ENTRIES),
+         adam.sparse_adam, _ENTRIES, _LR),
     _ref("rowwise_bias", "adam",
          "FBGEMM adam with use_rowwise_bias_correction (modelled from source): bias by per-row visit count",
-         adam.rowwise_bias_correction, _WD, modelled=True),
+         adam.rowwise_bias_correction, _WD, _LR, modelled=True),
     _ref("hugectr_lazy", "adam",
          "HugeCTR LazyGlobal (modelled from source): approximate catch-up, current update deferred",
-         adam.hugectr_lazy_global, modelled=True),
+         adam.hugectr_lazy_global, _LR, modelled=True),
     _ref("hugectr_dense", "adam", "HugeCTR Global (modelled from source): dense, eps on sqrt(v)",
-         adam.dense_eps_on_sqrt_v, modelled=True),
+         adam.dense_eps_on_sqrt_v, _LR, modelled=True),
     _ref("keras3_adam", "adam",
          "Keras 3 Adam with IndexedSlices: dense moments, v gets sum of squares of duplicates, eps on sqrt(v)",
          adam.keras3_adam, _WD),
@@ -154,11 +168,15 @@ REFERENCES: tuple[Reference, ...] = (
          "FBGEMM EXACT_ROWWISE_ADAGRAD, COUNTER mode, default halflife -1: p * (1 + lr * wd / count) at touches",
          adagrad.rowwise_counter, "initial_accumulator_value", requires=_WD),
     _ref("sgd_lazy", "sgd", "sparse_opt SparseSgd LAZY: coupled decay and momentum on touched rows only",
-         sgd.lazy, _WD, _ENTRIES),
+         sgd.lazy, _WD, _ENTRIES, _LR),
     _ref("sgd_dense", "sgd", "dense SGD = sparse_opt DENSE_EQUIVALENT (torch.optim.SGD, dampening 0)",
-         sgd.dense, _WD, _ENTRIES),
+         sgd.dense, _WD, _ENTRIES, _LR),
+    _ref("sgd_current_rate", "sgd",
+         "the TorchRec / FBGEMM / HugeCTR rule on SGD (modelled from source): dense catch-up, skipped steps at the "
+         "current rate",
+         sgd.current_rate, _WD, _ENTRIES, modelled=True, requires=_LR),
     _ref("sgd_no_decay", "sgd", "lazy SGD that ignores weight_decay (FBGEMM EXACT_SGD on CPU, any mode)",
-         sgd.ignoring_decay, requires=_WD),
+         sgd.ignoring_decay, _LR, requires=_WD),
     _ref("tf_momentum", "sgd",
          "TF raw sparse kernel ResourceSparseApplyMomentum: lazy, duplicates applied sequentially, lr outside",
          sgd.sequential_duplicates),

@@ -4,9 +4,10 @@ Every function maps ``(table, steps, hyper)`` to the trajectory: the table after
 each step, shape ``(T, rows, cols)``, computed in ``table``'s dtype with the
 hyper-parameters rounded to it. ``t`` is the global step (empty steps count),
 ``g`` a row's gradient (negated first with ``maximize``; summed over repeated
-ids unless said otherwise), ``c = 1 - lr * weight_decay``, ``bc1 = 1 - beta1**t``,
-``bc2 = 1 - beta2**t``. "Touched" is per entry for the semantics that take
-incomplete rows and per row otherwise.
+ids unless said otherwise), ``lr`` the rate of step ``t`` (``hyper.rate(t)``:
+constant, or the scenario's schedule), ``c = 1 - lr * weight_decay``,
+``bc1 = 1 - beta1**t``, ``bc2 = 1 - beta2**t``. "Touched" is per entry for the
+semantics that take incomplete rows and per row otherwise.
 
 None of these calls the kit's optimizers: they are independent loops over the
 equations, so checking the kit against them is a real test. FBGEMM and HugeCTR
@@ -28,7 +29,12 @@ from sparse_opt.conformance.semantics._grad import summed, summed_squares, touch
 
 def _scalars(table: np.ndarray, hyper: Hyper) -> tuple[np.generic, ...]:
     dt = table.dtype.type
-    return dt(hyper.lr), dt(hyper.beta1), dt(hyper.beta2), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
+    return dt(hyper.beta1), dt(hyper.beta2), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
+
+
+def _rate(table: np.ndarray, hyper: Hyper, t: int) -> np.generic:
+    """The rate of step ``t`` in the table's dtype."""
+    return table.dtype.type(hyper.rate(t))
 
 
 def lazy(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
@@ -43,11 +49,12 @@ def lazy(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
     FBGEMM writes the decay as ``p - lr * wd * p`` inside its update (touched
     rows only, ``optimizers.py`` ``adam``): the same map.
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
-    c = one - lr * wd
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
+        c = one - lr * wd
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         m[hit] = b1 * m[hit] + (one - b1) * g[hit]
         v[hit] = b2 * v[hit] + (one - b2) * g[hit] ** 2
@@ -64,18 +71,26 @@ def dormancy_decay(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np
         p = c**gap * p
         m = beta1**gap * m + (1 - beta1) * g,   v = beta2**gap * v + (1 - beta2) * g**2
         p = p - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
+
+    Under a schedule ``c**gap`` is ``prod_{j=s+1}^{t} (1 - lr_j * weight_decay)``
+    (multiplied step by step) and the update uses ``lr_t``.
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
-    c = one - lr * wd
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     last = np.zeros(table.shape, dtype=np.int64)
+    since = np.ones_like(table)  # under a schedule: each entry's decay product since its previous touch
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
+        c = one - lr * wd
+        since *= c
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         gap = (t - last[hit]).astype(p.dtype)
+        decay = since[hit] if hyper.schedule else c**gap
         m[hit] = b1**gap * m[hit] + (one - b1) * g[hit]
         v[hit] = b2**gap * v[hit] + (one - b2) * g[hit] ** 2
-        p[hit] = c**gap * p[hit] - lr / (one - b1**t) * m[hit] / (np.sqrt(v[hit]) / np.sqrt(one - b2**t) + eps)
+        p[hit] = decay * p[hit] - lr / (one - b1**t) * m[hit] / (np.sqrt(v[hit]) / np.sqrt(one - b2**t) + eps)
+        since[hit] = one
         last[hit] = t
         out.append(p.copy())
     return np.stack(out)
@@ -90,11 +105,12 @@ def dense_adamw(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.nd
         m = beta1 * m + (1 - beta1) * g,   v = beta2 * v + (1 - beta2) * g**2
         p = p - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps)
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
-    c = one - lr * wd
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
+        c = one - lr * wd
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         m = b1 * m + (one - b1) * g
         v = b2 * v + (one - b2) * g**2
@@ -110,10 +126,11 @@ def dense_l2(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarr
     after the maximize negation, then dense Adam without decoupled decay. With
     ``weight_decay = 0`` it is :func:`dense_adamw`.
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         g = g + wd * p
         m = b1 * m + (one - b1) * g
@@ -130,10 +147,11 @@ def lazy_l2(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarra
     LazyAdam with a regularization loss on the gathered rows). With
     ``weight_decay = 0`` it is :func:`lazy`.
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         g = g + wd * p
         m[hit] = b1 * m[hit] + (one - b1) * g[hit]
@@ -155,10 +173,11 @@ def sparse_adam(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.nd
     eps is added to ``sqrt(v)``, not to ``sqrt(v_hat)``: the two differ where
     ``sqrt(v)`` is comparable to eps. No weight decay.
     """
-    lr, b1, b2, eps, _, one = _scalars(table, hyper)
+    b1, b2, eps, _, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         m[hit] = b1 * m[hit] + (one - b1) * g[hit]
         v[hit] = b2 * v[hit] + (one - b2) * g[hit] ** 2
@@ -178,11 +197,12 @@ def rowwise_bias_correction(table: np.ndarray, steps: Sequence[Step], hyper: Hyp
         m = beta1 * m + (1 - beta1) * g,   v = beta2 * v + (1 - beta2) * g**2
         p = p - lr * ((m / (1 - beta1**k)) / (sqrt(v / (1 - beta2**k)) + eps) + wd * p)
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     visits = np.zeros(table.shape[0], dtype=np.int64)
     out = []
-    for step in steps:
+    for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         rows = touched_rows(step, p.shape[0])
         visits[rows] += 1
@@ -209,13 +229,16 @@ def hugectr_lazy_global(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) 
     The parameter first receives the ``k`` updates dense Adam would have made
     since ``prev`` with the old moments (``v`` frozen, bias of step ``prev``),
     then the moments catch up exactly; this step's own update waits for the next
-    touch, so a row touched once never moves.
+    touch, so a row touched once never moves. ``lr`` is the kernel's argument at
+    the touching step: under a schedule the ``k`` deferred updates all get the
+    rate of step ``t``.
     """
-    lr, b1, b2, eps, _, one = _scalars(table, hyper)
+    b1, b2, eps, _, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     prev = np.ones(table.shape, dtype=np.int64)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         hit = np.broadcast_to(touched_rows(step, p.shape[0])[:, None], p.shape)
         s, k = prev[hit].astype(p.dtype), (t - prev[hit]).astype(p.dtype)
@@ -228,6 +251,61 @@ def hugectr_lazy_global(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) 
     return np.stack(out)
 
 
+def _coast(
+    state: tuple[np.ndarray, np.ndarray, np.ndarray], since: np.ndarray, through: int, lr: np.generic, hyper: Hyper
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense AdamW's zero-gradient steps ``since + 1 .. through`` of each entry, every one at the rate ``lr``."""
+    p, m, v = (x.copy() for x in state)
+    b1, b2, eps, wd, one = _scalars(p, hyper)
+    c = one - lr * wd
+    for j in range(int(since.min(initial=through)) + 1, through + 1):
+        on = since < j
+        m = np.where(on, b1 * m, m)
+        v = np.where(on, b2 * v, v)
+        p = np.where(on, c * p - lr / (one - b1**j) * m / (np.sqrt(v) / np.sqrt(one - b2**j) + eps), p)
+    return p, m, v
+
+
+def current_rate(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """Dense AdamW's catch-up with the *current* rate for the skipped steps (modelled from source).
+
+    What TorchRec, FBGEMM (``weight_decay_mode = DECOUPLE_GLOBAL``: the decay of
+    the skipped iterations is ``(1 - lr * wd)**(iter - prev_iter - 1)`` with the
+    learning rate of the current iteration) and HugeCTR (``LazyGlobal``: the
+    deferred updates of :func:`hugectr_lazy_global` use the kernel's current
+    ``lr``) do when they bring a row up to date, applied to the exact catch-up of
+    sparse_opt ``LazyMode.DENSE_EQUIVALENT``. An entry last current at step
+    ``s`` and touched at step ``t`` takes dense AdamW's zero-gradient steps
+    ``j = s + 1 .. t - 1``, each with the rate of step ``t``, then step ``t``::
+
+        m = beta1 * m,   v = beta2 * v,   p = c_t * p - lr_t / bc1_j * m / (sqrt(v) / sqrt(bc2_j) + eps)
+        (j = s + 1 .. t - 1), then step t as in :func:`dense_adamw`, with lr_t
+
+    Every catch-up is at the rate of the step that looks the row up: the table
+    read after step ``u`` (what step ``u + 1``'s lookup sees) shows each dormant
+    entry caught up to ``u`` at the rate of step ``u + 1`` (after the last step,
+    at the last step's rate), and a read does not change what the next touch
+    catches up from. With a constant rate this is :func:`dense_adamw`, bit for
+    bit: the reference applies to the scenarios with a schedule only. Not run
+    here: the libraries' Adam kernels need a GPU.
+    """
+    b1, b2, eps, wd, one = _scalars(table, hyper)
+    p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
+    last = np.zeros(table.shape, dtype=np.int64)
+    out = []
+    for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
+        c = one - lr * wd
+        g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
+        cp, cm, cv = _coast((p, m, v), np.where(hit, last, t - 1), t - 1, lr, hyper)
+        m[hit] = b1 * cm[hit] + (one - b1) * g[hit]
+        v[hit] = b2 * cv[hit] + (one - b2) * g[hit] ** 2
+        p[hit] = c * cp[hit] - lr / (one - b1**t) * m[hit] / (np.sqrt(v[hit]) / np.sqrt(one - b2**t) + eps)
+        last[hit] = t
+        out.append(_coast((p, m, v), last, t, _rate(table, hyper, min(t + 1, len(steps))), hyper)[0])
+    return np.stack(out)
+
+
 def dense_eps_on_sqrt_v(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
     """HugeCTR Adam ``Global`` (modelled from source): dense, eps on ``sqrt(v)``.
 
@@ -237,10 +315,11 @@ def dense_eps_on_sqrt_v(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) 
         m = beta1 * m + (1 - beta1) * g,   v = beta2 * v + (1 - beta2) * g**2
         p = p - lr * sqrt(bc2) / bc1 * m / (sqrt(v) + eps)
     """
-    lr, b1, b2, eps, _, one = _scalars(table, hyper)
+    b1, b2, eps, _, one = _scalars(table, hyper)
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []
     for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         m = b1 * m + (one - b1) * g
         v = b2 * v + (one - b2) * g**2
@@ -266,8 +345,9 @@ def keras3_adam(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.nd
     float32 tensor: the powers use float32-rounded betas even for a float64
     table (the moment updates use ``1 - beta`` in double).
     """
-    lr, b1, b2, eps, wd, one = _scalars(table, hyper)
+    b1, b2, eps, wd, one = _scalars(table, hyper)
     dt = table.dtype.type
+    lr = dt(hyper.lr)  # constant rates only (the reference does not apply to schedule scenarios)
     b1_cast, b2_cast = dt(np.float32(hyper.beta1)), dt(np.float32(hyper.beta2))
     p, m, v = table.copy(), np.zeros_like(table), np.zeros_like(table)
     out = []

@@ -2,7 +2,8 @@ r"""SGD-with-momentum references, as plain loops (conventions as in :mod:`.adam`
 
 Momentum without dampening or Nesterov; ``weight_decay`` is coupled (added to
 the gradient) as in ``torch.optim.SGD``. The buffer starts at zero, so the first
-buffer is ``g`` (torch clones the first gradient: the same value).
+buffer is ``g`` (torch clones the first gradient: the same value). ``lr`` is the
+rate of step ``t`` (``hyper.rate(t)``: constant, or the scenario's schedule).
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from sparse_opt.conformance.semantics._grad import lookups, summed
 
 def _scalars(table: np.ndarray, hyper: Hyper) -> tuple[np.generic, ...]:
     dt = table.dtype.type
-    return dt(hyper.lr), dt(hyper.momentum), dt(hyper.weight_decay)
+    return dt(hyper.momentum), dt(hyper.weight_decay)
+
+
+def _rate(table: np.ndarray, hyper: Hyper, t: int) -> np.generic:
+    """The rate of step ``t`` in the table's dtype."""
+    return table.dtype.type(hyper.rate(t))
 
 
 def lazy(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
@@ -29,10 +35,11 @@ def lazy(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
 
         g = g + wd * p,   buf = momentum * buf + g,   p = p - lr * buf
     """
-    lr, mu, wd = _scalars(table, hyper)
+    mu, wd = _scalars(table, hyper)
     p, buf = table.copy(), np.zeros_like(table)
     out = []
-    for step in steps:
+    for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         buf[hit] = mu * buf[hit] + (g[hit] + wd * p[hit])
         p[hit] = p[hit] - lr * buf[hit]
@@ -48,10 +55,11 @@ def dense(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
 
         g = g + wd * p,   buf = momentum * buf + g,   p = p - lr * buf
     """
-    lr, mu, wd = _scalars(table, hyper)
+    mu, wd = _scalars(table, hyper)
     p, buf = table.copy(), np.zeros_like(table)
     out = []
-    for step in steps:
+    for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         buf = mu * buf + (g + wd * p)
         p = p - lr * buf
@@ -72,7 +80,8 @@ def sequential_duplicates(table: np.ndarray, steps: Sequence[Step], hyper: Hyper
     ``accum = accum * momentum - lr * g``, ``p = p + accum``: the same map up to
     rounding while ``lr`` is constant.)
     """
-    lr, mu, _ = _scalars(table, hyper)
+    mu, _ = _scalars(table, hyper)
+    lr = table.dtype.type(hyper.lr)  # constant rates only (the reference does not apply to schedule scenarios)
     p, buf = table.copy(), np.zeros_like(table)
     out = []
     for step in steps:
@@ -91,3 +100,48 @@ def ignoring_decay(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np
     drops them on CPU.
     """
     return lazy(table, steps, replace(hyper, weight_decay=0.0))
+
+
+def _coast(state: tuple[np.ndarray, np.ndarray], since: np.ndarray, through: int, lr: np.generic,
+           hyper: Hyper) -> tuple[np.ndarray, np.ndarray]:
+    """Dense SGD's zero-gradient steps ``since + 1 .. through`` of each entry, every one at the rate ``lr``."""
+    p, buf = (x.copy() for x in state)
+    mu, wd = _scalars(p, hyper)
+    for j in range(int(since.min(initial=through)) + 1, through + 1):
+        on = since < j
+        buf = np.where(on, mu * buf + wd * p, buf)
+        p = np.where(on, p - lr * buf, p)
+    return p, buf
+
+
+def current_rate(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
+    """Dense SGD's catch-up with the *current* rate for the skipped steps (modelled, as :func:`..adam.current_rate`).
+
+    The rule TorchRec, FBGEMM (``DECOUPLE_GLOBAL``) and HugeCTR (``LazyGlobal``)
+    follow when they bring a row up to date, applied to the exact catch-up of
+    sparse_opt ``SparseSgd`` ``LazyMode.DENSE_EQUIVALENT``: an entry last current
+    at step ``s`` and touched at step ``t`` takes dense SGD's zero-gradient steps
+    ``j = s + 1 .. t - 1`` each with the rate of step ``t``, then step ``t``::
+
+        buf = momentum * buf + wd * p,   p = p - lr_t * buf      (j = s + 1 .. t - 1)
+        then step t as in :func:`dense`, with lr_t
+
+    The table read after step ``u`` shows each dormant entry caught up to ``u``
+    at the rate of step ``u + 1`` (after the last step, at the last step's rate),
+    without changing what the next touch catches up from. With a constant rate
+    this is :func:`dense`, bit for bit: the reference applies to the scenarios
+    with a schedule only.
+    """
+    mu, wd = _scalars(table, hyper)
+    p, buf = table.copy(), np.zeros_like(table)
+    last = np.zeros(table.shape, dtype=np.int64)
+    out = []
+    for t, step in enumerate(steps, 1):
+        lr = _rate(table, hyper, t)
+        g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
+        cp, cbuf = _coast((p, buf), np.where(hit, last, t - 1), t - 1, lr, hyper)
+        buf[hit] = mu * cbuf[hit] + (g[hit] + wd * cp[hit])
+        p[hit] = cp[hit] - lr * buf[hit]
+        last[hit] = t
+        out.append(_coast((p, buf), last, t, _rate(table, hyper, min(t + 1, len(steps))), hyper)[0])
+    return np.stack(out)
