@@ -17,8 +17,8 @@ moments are ``m_T = beta1**k m_s`` and ``v_T = beta2**k v_s``, and the parameter
     a_i = beta1**i / (1 - beta1**(s+i)),     b_i = beta2**(i/2) / sqrt(1 - beta2**(s+i)).
 
 The weights ``a_i``, ``b_i`` depend only on the global steps, so they are
-shared by all entries of a row; only ``x`` is per entry. Two ways to evaluate
-``S``, both exact to the dtype's rounding:
+shared by all entries of a row; only ``x`` is per entry. Three ways to evaluate
+``S``, each exact to the dtype's rounding:
 
 **Expansion in eps / (b x)** (the fast path). Where ``eps <= theta b_i x`` for
 every ``i`` of the window (``b_i`` decreases, so the last one decides),
@@ -43,13 +43,60 @@ rounding once ``beta2**s`` and ``beta1**s`` are below ``eps / 64``, so that
 table stops there. Catching up one coordinate is O(N) plus its share of its
 row's lookups: a constant, whatever the gap.
 
-**Replaying dense Adam's own operations** (the fallback), where the expansion
-would not converge: ``x`` close to or below ``eps / b`` (tiny second moments, or
-``eps`` large), ``rho >= 1`` (``beta2 <= beta1**2``-like settings whose coasting
-grows before ``eps`` takes over), a window longer than ``MAX_WINDOW``, or
-``eps = 0`` with a ``v`` that is zero or reaches zero during the gap (possible only
-for ``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
-smallest subnormal). The replay applies the
+**Chebyshev blocks** (everywhere else with ``eps > 0``: ``x`` near or far below
+``eps / b``, ``eps`` large, ``rho >= 1``, windows beyond ``MAX_WINDOW``, beta1 up
+to 0.99999). Write each term with ``t = b_c x / (b_c x + eps)`` for a reference
+``b_c >= b_i``::
+
+    1 / (b_i x + eps) = (1 / (b_c x + eps)) / (1 - e_i t),    e_i = 1 - b_i / b_c,
+
+so that a *block* of steps contributes ``H(t) / (b_c x + eps)`` with ``H(t) =
+sum_{i in block} w_i / (1 - e_i t)``, ``w_i = c**(k-i) a_i > 0``. The steps of a
+window are cut into blocks over which ``b`` varies by less than
+``BLOCK_RATIO = 2`` (``b_c`` the block's largest ``b``, so ``0 <= e_i < 1/2``).
+``H`` is analytic except for poles at ``t = 1 / e_i > 2``, while ``t`` stays in
+``[0, 1)`` for every ``x >= 0``: a Chebyshev interpolant of ``H`` on the
+interval of ``t`` the block's entries use converges geometrically, at a rate
+set by the distance to the nearest pole and *not* by ``x``, ``eps``, the betas
+or the gap; the number of terms is read off the Bernstein ellipse
+(:meth:`AdamCoasting._chebyshev_terms`, error below ``tol / 4`` of ``H``; at
+most 15 terms in float32, 27 in float64, typically 4 to 12). Every ``w_i``,
+``e_i`` and ``H`` value is positive, so neither the sums nor the
+interpolation cancel. Terms whose ``b_i x`` stays below ``tol * eps / 4`` for
+every entry are ``w_i / eps`` to rounding and are summed as one constant.
+
+The window of a block sum: term ``i`` is below ``C r**(i-1)`` of term 1 with
+``(r, C) = (beta1 / c, 1 + b_1 x_max / eps)`` and, when ``rho_0 < 1``,
+``(rho_0, 1 / sqrt(1 - beta2**(s+1)))``, so the steps beyond ``L = log(tol (1 -
+r) / (4 C)) / log r`` add less than ``tol / 4`` (:meth:`AdamCoasting._block_window`).
+With ``beta1 / c < 1`` that is finite for every input; it grows with
+``1 / (1 - beta1)`` and only logarithmically with ``x / eps``.
+
+*Cost.* The weights depend on the row's ``(s, k)`` only (``k`` is fixed by
+``s``: every catch-up brings its rows through the same step), so all rows
+with the same last step share one set of blocks: per distinct ``s``, O(K)
+weights and O(K N) node sums (``K = min(k, L)``); per entry, one Chebyshev
+evaluation per block of its row, O(N) in the dtype, with the rows sorted by
+the terms their first block needs. The number of blocks of a row is at most
+``log2(b_1 / b_K)``, bounded by ``log2(b_1 x_max / (tol eps))`` (steps whose
+``b x`` falls below ``tol eps`` join the constant): 1 for the defaults once
+past the first steps, a few while the bias correction still moves ``b``.
+None of it depends on the gap beyond ``L``, on the gradient's scale, or on
+``eps``; ``L`` (a constant of ``beta1``, ``lr * weight_decay``, the dtype and
+``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``.
+The bias corrections ``1 - beta**j`` are torch's (Python's correctly rounded
+power, then the subtraction; tabled by step up to ``1 - beta**j = 1/2``):
+numpy's vectorised power can be an ulp off, and with ``beta1 = 0.99999`` at
+step 4 the subtraction raises that to 3e-12.
+
+**Replaying dense Adam's own operations** (the fallback), where neither of the
+above applies: ``eps = 0`` with no window (``rho_{N-1} >= 1``: the replay keeps
+dense Adam's own roundings, bit for bit with torch), ``eps = 0`` with a ``v``
+that is subnormal, zero or reaches zero during the gap (possible only for
+``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
+smallest subnormal), ``beta1 / c >= 1`` (AdamW with ``1 - lr * weight_decay
+<= beta1``: the terms grow towards the end of the gap), and a learning-rate
+schedule (below). The replay applies the
 steps one by one and stops, for each entry, as soon as the rest of its coasting
 is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
 beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
@@ -57,7 +104,8 @@ rho_0)(1 - beta1**(j+1)) sqrt(v_j))`` -- or its ``m`` has underflowed to zero;
 the remaining decays are applied in closed form. That bounds the replay by the
 steps ``beta1**i`` takes to make the rest negligible: a constant of ``beta1``,
 ``beta2`` and the dtype (a few hundred steps for ``beta1 = 0.9`` in float64),
-however long the gap.
+however long the gap -- but one step of numpy work per dormant step, so
+O(1 / (1 - beta1)) per entry, not the O(N) of the other two.
 
 **Under a learning-rate schedule** (``lr_j`` depends on the step) the
 weights above are not geometric in ``i`` and the fast path is off: every
@@ -67,7 +115,10 @@ schedule's peak rate in the bound, and the rest of the decay is the product
 of the remaining factors (:meth:`sparse_opt._rates.LearningRate.decay`). This
 is exact; its cost is the replay's (a constant of ``beta1``, ``beta2`` and the
 dtype per coordinate) plus O(gap) per distinct last step for the decay
-product when ``weight_decay > 0``.
+product when ``weight_decay > 0``. An arbitrary callable needs its rate at
+every dormant step, so no catch-up under it can cost less than O(gap) rate
+evaluations per distinct last step; the built-in schedules (piecewise
+constant, linear, cosine, geometric) would allow per-piece sums, not done yet.
 
 A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
 with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
@@ -89,6 +140,10 @@ from sparse_opt._rates import LearningRate
 THETA = 2.0**-7
 #: Longest window ``L`` the fast path supports; beyond, every coordinate is replayed.
 MAX_WINDOW = 1 << 14
+#: Largest ratio of the ``b_i`` of the dormant steps one Chebyshev block of the direct sum covers.
+BLOCK_RATIO = 2.0
+#: Longest table of bias corrections ``1 - beta**j`` by step (see AdamCoasting._bias_correction).
+MAX_BIAS_TABLE = 1 << 20
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -130,12 +185,17 @@ class AdamCoasting:
             d1, d2 = self.decay1, self.decay2
             self.rho = d1 / (self.c * d2**self.powers) if self.c > 0 and d2 > 0 else np.full(self.terms, np.inf)
         self.window = self._window()
+        # the Chebyshev blocks need eps > 0 and terms that end up decaying geometrically, q = beta1 / c < 1 (see
+        # _block_window); with eps = 0 and no window, the replay keeps dense Adam's own roundings; a schedule replays
+        q = self.decay1 / self.c if self.c > 0 else math.inf
+        self.blocks = self.rate.constant is not None and q < 1 and eps > 0
         # where dense Adam's zero-gradient steps stop changing a subnormal m or v (see _stall)
         self.m_floor = stall_floor(1.0 - beta1, self.dtype, lerp=True)
         self.v_floor = stall_floor(beta2, self.dtype, lerp=False)
         # u_n(j) == 1 to rounding from this step on
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         self._recent_step = -1
+        self._bias_tables: dict[float, np.ndarray] = {}
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self.rho[:, None] ** np.arange(max(self.window, 1), dtype=np.float64) if self.window else None
         size = min(self.settled, MAX_TABLE)
@@ -154,7 +214,7 @@ class AdamCoasting:
         if rho == 0.0 or self.beta1 == 0.0:
             return 1
         p = float(self.powers[-1])
-        needed = (  # tail / first term below tol, with a factor 2 for the direct sum (see _direct)
+        needed = (  # tail / first term below tol, with a factor 2 to spare
             math.log(2 / self.tol)
             + p * math.log(1 / (1 - self.beta2))
             + math.log(1 / (1 - rho))
@@ -257,7 +317,7 @@ class AdamCoasting:
             # has coasting terms below rounding by then whenever the fast path is on: rho_0 < 1.)
             replay |= coasting & (v < np.finfo(dtype).tiny)
             coasting &= ~replay
-        if not self.window:
+        if not self.window and not self.blocks:
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
         slow = None
         if replay is not None and replay.any():
@@ -265,14 +325,16 @@ class AdamCoasting:
             slow = (replay, self._replay(p[replay], m[replay], v[replay], s_r, k_r))
         coast = direct = None
         if coasting.any():
-            coast, fast = self._expand(m, v, last, gap, through, coasting)
-            direct = coasting & ~fast
+            if self.window:
+                coast, fast = self._expand(m, v, last, gap, through, coasting)
+                direct = coasting & ~fast
+                coast = (coast, fast)
+            else:
+                direct = coasting
             if direct.any():
-                s_d, k_d = np.broadcast_to(last, shape)[direct], np.broadcast_to(gap, shape)[direct]
-                direct = (direct, self._direct(m[direct], v[direct], s_d, k_d))
+                direct = (direct, self._direct_rows(m, v, last, gap, direct))
             else:
                 direct = None
-            coast = (coast, fast)
         # the decays of k zero-gradient steps, then the coasting
         if self.weight_decay and self.rate.constant is None:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
@@ -286,7 +348,7 @@ class AdamCoasting:
         if coast is not None:
             np.subtract(p, coast[0], out=p, where=coast[1])
         if direct is not None:
-            p[direct[0]] -= direct[1]
+            p[direct[0]] -= direct[1][direct[0]]
         if slow is not None:
             p[slow[0]] = slow[1]
         if zero_zero is not None:
@@ -330,30 +392,229 @@ class AdamCoasting:
             coast *= acc
         return coast, fast
 
-    def _direct(self, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """``lr * m * S`` summed term by term over the window, for 1-D arrays of coordinates (in float64).
+    def _direct_rows(
+        self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`_direct` on the catch-up's arrays (any shape, ``last`` broadcasting), in the dtype, shaped like ``m``."""
+        shape = m.shape
+        if m.ndim == 2 and np.ndim(last) == 2 and np.shape(last)[1] == 1:  # whole table rows: one (s, k) per row
+            s, k = np.broadcast_to(last, (shape[0], 1)), np.broadcast_to(gap, (shape[0], 1))
+            return self._direct(m, v, s, k, wanted).astype(self.dtype)
+        s = np.broadcast_to(last, shape).reshape(-1, 1)
+        k = np.broadcast_to(gap, shape).reshape(-1, 1)
+        flat = self._direct(m.reshape(-1, 1), v.reshape(-1, 1), s, k, wanted.reshape(-1, 1))
+        return flat.reshape(shape).astype(self.dtype)
 
-        Exact wherever a window exists, whatever ``x`` and ``eps``: the tail
-        beyond ``L`` is below ``tol`` of the first term both when ``b x`` and
-        when ``eps`` dominates the denominator. O(L) per coordinate.
+    def _direct(self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+        """``lr * m * S`` where ``wanted``, by Chebyshev blocks shared by each row (module docstring).
+
+        ``m``, ``v`` and ``wanted`` have shape ``(R, C)``; ``last`` and ``gap``
+        ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``(s, k)`` share
+        their weights and blocks. Returns an ``(R, C)`` float64 array, 0 where
+        not wanted.
         """
-        L = self.window
-        i = np.arange(1, L + 1, dtype=np.float64)
-        out = np.empty(m.size)
-        lr_m = self.lr * m.astype(np.float64)
-        block = max(1, (1 << 18) // L)
-        for lo in range(0, m.size, block):
-            ss, kk = s[lo : lo + block, None].astype(np.float64), k[lo : lo + block, None]
-            x = np.sqrt(v[lo : lo + block, None].astype(np.float64))
-            j = ss + i
-            a = self.decay1**i / (1.0 - self.beta1**j)
-            b = self.decay2 ** (i / 2) / np.sqrt(1.0 - self.beta2**j)
-            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                w = np.where(i <= np.minimum(kk, L), self.c ** (kk - i) * a, 0.0)
-                # lr * m enters each term, not the sum: with a tiny eps and v = 0 the sum alone overflows
-                # (1 / eps > 1e307) where every term of the coasting is finite
-                out[lo : lo + block] = ((lr_m[lo : lo + block, None] * w) / (b * x + self.eps)).sum(axis=1)
-        return out.astype(self.dtype)
+        out = np.zeros(m.shape)
+        rows = np.flatnonzero(wanted.any(axis=1))
+        x, wanted = np.sqrt(v[rows]), wanted[rows]
+        x_row = np.where(wanted, x, 0).max(axis=1).astype(np.float64)
+        x_low = np.where(wanted, x, np.inf).min(axis=1).astype(np.float64)
+        # every catch-up brings its coordinates through the same step, so the window (s, k) is fixed by s
+        classes, row_class = np.unique(last[rows, 0], return_inverse=True)
+        row_class = row_class.reshape(-1)
+        x_class = np.zeros(len(classes))
+        np.maximum.at(x_class, row_class, x_row)
+        x_least = np.full(len(classes), np.inf)
+        np.minimum.at(x_least, row_class, x_low)
+        gaps = np.zeros(len(classes), dtype=np.int64)
+        gaps[row_class] = gap[rows, 0]
+        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(classes, gaps, x_least, x_class)
+        # rows in order of the terms their first block needs: each group of them is a slice
+        count = blk_count[row_class]
+        first_terms = np.zeros(rows.size, dtype=np.int64)
+        if terms.size:
+            first_terms[count > 0] = terms[blk_start[row_class[count > 0]]]
+        order = np.argsort(first_terms, kind="stable")
+        rows, x, wanted, row_class, first_terms = rows[order], x[order], wanted[order], row_class[order], first_terms[order]
+        count = count[order]
+        acc = np.zeros(x.shape, dtype=self.dtype)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            edges = np.flatnonzero(np.diff(first_terms)) + 1
+            for lo, hi in zip([0, *edges.tolist()], [*edges.tolist(), rows.size]):
+                if first_terms[lo] == 0:  # no block: every term of the window is in const
+                    continue
+                blk = blk_start[row_class[lo:hi]]
+                acc[lo:hi] = self._evaluate(x[lo:hi], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : first_terms[lo]])
+            for o in range(1, int(count.max()) if count.size else 0):  # further blocks (b varying more than 2x)
+                sel = np.flatnonzero(count > o)
+                blk = blk_start[row_class[sel]] + o
+                acc[sel] += self._evaluate(x[sel], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()])
+            lr_m = self.lr * m[rows].astype(np.float64)
+            coast = lr_m * acc
+            flat = const[row_class]
+            if flat.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
+                coast += np.where(flat[:, None] != 0, (lr_m * flat[:, None]) / self.eps, 0.0)
+        out[rows] = np.where(wanted, coast, 0.0)
+        return out
+
+    def _evaluate(self, x: np.ndarray, b_c: np.ndarray, mid: np.ndarray, half: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """``H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``, the dtype) of one block each, by Clenshaw's recurrence.
+
+        The per-entry arithmetic is in the parameters' dtype, as the fast path's.
+        """
+        dtype = self.dtype
+        bx = b_c.astype(dtype)[:, None] * x
+        den = bx + dtype.type(self.eps)
+        u = (bx / den) * (1.0 / half).astype(dtype)[:, None]
+        u -= (mid / half).astype(dtype)[:, None]
+        c = coef.astype(dtype)
+        used = c.shape[1]
+        b1 = np.broadcast_to(c[:, used - 1 : used], u.shape)
+        if used == 1:
+            return b1 / den
+        two_u = u + u
+        b2 = np.zeros(u.shape, dtype=dtype)
+        for n in range(used - 2, 0, -1):
+            step = two_u * b1
+            step -= b2
+            step += c[:, n : n + 1]
+            b1, b2 = step, b1
+        out = u * b1
+        out -= b2
+        out += c[:, :1]
+        out /= den
+        return out
+
+    def _blocks(self, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The Chebyshev blocks of the dormant windows ``(s, k)`` for ``x = sqrt(v)`` in ``[x_min, x_max]`` (one per window).
+
+        Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms)``: per
+        window, the weight ``sum w_i`` of its terms whose ``b_i x`` is
+        negligible against ``eps`` (``lr m const / eps`` of coasting) and the
+        range of its blocks; per block, its largest ``b`` (``b_c``), the
+        centre and half-width of its interval in ``t = b_c x / (b_c x + eps)``,
+        the Chebyshev coefficients of ``H(t) = sum w_i / (1 - e_i t)`` on it,
+        and how many of them it needs.
+        """
+        count_steps = np.minimum(k, self._block_window(s, x_max))
+        owner = np.repeat(np.arange(s.size), count_steps)
+        first = np.cumsum(count_steps) - count_steps
+        i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1
+        fi = i.astype(np.float64)
+        steps = s[owner] + i
+        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+            a = self.decay1**fi / self._bias_correction(self.beta1, steps)
+            b = self.decay2 ** (fi / 2) / np.sqrt(self._bias_correction(self.beta2, steps))
+            w = self.c ** (k[owner] - i).astype(np.float64) * a
+        # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
+        flat = b * x_max[owner] <= (self.tol / 4) * self.eps
+        const = np.bincount(owner[flat], weights=w[flat], minlength=s.size)
+        keep = ~flat & (w > 0)
+        owner, b, w = owner[keep], b[keep], w[keep]
+        top = np.zeros(s.size)
+        np.maximum.at(top, owner, b)
+        with np.errstate(divide="ignore"):
+            level = np.floor(np.log(top[owner] / b) / math.log(BLOCK_RATIO)).astype(np.int64)
+        key = owner * (int(level.max()) + 1 if level.size else 1) + level
+        keys, blk = np.unique(key, return_inverse=True)
+        blk = blk.reshape(-1)
+        nb = keys.size
+        blk_owner = owner[np.unique(blk, return_index=True)[1]] if nb else np.zeros(0, np.int64)
+        count = np.bincount(blk_owner, minlength=s.size)
+        start = np.cumsum(count) - count
+        b_c = np.zeros(nb)
+        np.maximum.at(b_c, blk, b)
+        e = 1.0 - b / b_c[blk]  # in [0, 1 / 2): the block's poles t = 1 / e lie beyond 2
+        e_max = np.zeros(nb)
+        np.maximum.at(e_max, blk, e)
+        with np.errstate(invalid="ignore"):  # eps = 0: t = 1 for every x
+            t_lo, t_hi = (bx / (bx + self.eps) for bx in (b_c * x_min[blk_owner], b_c * x_max[blk_owner]))
+        t_lo = np.where(np.isnan(t_lo), 1.0, t_lo)
+        t_hi = np.where(np.isnan(t_hi), 1.0, t_hi)
+        t_mid = (t_hi + t_lo) / 2
+        t_half = np.maximum((t_hi - t_lo) / 2, t_hi * 2.0**-30)
+        needed = self._chebyshev_terms(e_max, t_mid, t_half)
+        terms = int(needed.max()) if nb else 1
+        theta = np.pi * (np.arange(terms) + 0.5) / terms
+        values = np.empty((nb, terms))
+        for q in range(terms):
+            node = t_mid + t_half * math.cos(theta[q])
+            values[:, q] = np.bincount(blk, weights=w / (1.0 - e * node[blk]), minlength=nb)
+        coef = values @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
+        coef[:, 0] /= 2
+        return const, start, count, b_c, t_mid, t_half, coef, needed
+
+    def _bias_correction(self, beta: float, steps: np.ndarray) -> np.ndarray:
+        """``1 - beta**j`` for the int64 steps ``j >= 1`` as torch computes it: Python's correctly rounded power, then 1 - it.
+
+        numpy's vectorised power can be an ulp off, and where ``beta**j`` is
+        close to 1 the subtraction raises that to ``eps / (1 - beta**j)``
+        relative (3e-12 for beta1 = 0.99999 at step 4). Up to the step where
+        ``1 - beta**j`` reaches 1/2 (``0.7 / (1 - beta)`` steps, at most
+        ``MAX_BIAS_TABLE``) the values come from a table by step, filled once
+        with :func:`math.pow`; beyond, the subtraction at most doubles numpy's
+        rounding.
+        """
+        table = self._bias_tables.get(beta)
+        if table is None:
+            size = min(_steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
+            table = np.array([1.0 - math.pow(beta, n) for n in range(size + 1)])
+            self._bias_tables[beta] = table
+        out = np.empty(steps.shape)
+        near = steps < table.size
+        out[near] = table[steps[near]]
+        far = ~near
+        if far.any():
+            out[far] = 1.0 - np.power(beta, steps[far].astype(np.float64))
+        return out
+
+    def _block_window(self, s: np.ndarray, x_max: np.ndarray) -> np.ndarray:
+        """Dormant steps after which the rest of the coasting is below ``tol / 4`` of its first term, for ``x <= x_max``.
+
+        Term ``i`` over term 1 is ``c**(1-i) a_i / a_1 * (b_1 x + eps) / (b_i x
+        + eps)``, with ``a_i / a_1 <= beta1**(i-1)``; the last factor is at most
+        ``1 + b_1 x_max / eps`` and at most ``b_1 / b_i <= beta2**(-(i-1)/2) /
+        sqrt(1 - beta2**(s+1))``. So term ``i`` is below ``C r**(i-1)`` of term
+        1 with ``(r, C) = (q, 1 + b_1 x_max / eps)`` (``q = beta1 / c``) and,
+        when ``rho_0 = q / sqrt(beta2) < 1``, ``(rho_0, 1 / sqrt(1 - beta2**(s+1)))``;
+        the tail beyond ``L`` is below ``C r**L / (1 - r)``. The smaller ``L``
+        of the two is returned (``>= 1``).
+        """
+        q = self.decay1 / self.c
+        if q == 0.0:
+            return np.ones(s.shape, dtype=np.int64)
+        g1 = np.sqrt(1.0 - self.beta2 ** (s + 1).astype(np.float64))
+        best = np.full(s.shape, np.inf)
+        with np.errstate(divide="ignore", over="ignore"):
+            if self.eps > 0:
+                grow = 1.0 + math.sqrt(self.decay2) / g1 * x_max / self.eps
+                best = np.log(self.tol * (1.0 - q) / (4.0 * grow)) / math.log(q)
+            rho0 = q / math.sqrt(self.decay2) if self.decay2 > 0 else math.inf
+            if rho0 < 1.0:
+                best = np.minimum(best, np.log(self.tol * (1.0 - rho0) * g1 / 4.0) / math.log(rho0))
+        return np.minimum(np.ceil(best) + 1, 1 << 62).astype(np.int64)
+
+    def _chebyshev_terms(self, e_max: np.ndarray, mid: np.ndarray, half: np.ndarray) -> np.ndarray:
+        """Chebyshev terms for ``H(t) = sum w_i / (1 - e_i t)`` on ``[mid - half, mid + half]``, per block (``e_i < 1/2``).
+
+        ``H`` is analytic inside the Bernstein ellipse of the interval through
+        its nearest pole ``1 / e_max``: ``rho = a + sqrt(a**2 - 1)`` with ``a =
+        (1 / e_max - mid) / half``. On the ellipse of ``r = rho**0.9``, whose
+        points have ``|t| <= t_far = mid + half (r + 1/r) / 2``, ``|H| <= H(0) /
+        (1 - e_max t_far)``, while ``H >= H(0)`` on the interval (``t >= 0``):
+        the interpolant's error is below ``4 M / (r**N (r - 1))`` (Trefethen,
+        *Approximation Theory and Approximation Practice*, Thm 8.2), kept below
+        ``tol / 4`` of ``H``.
+        """
+        out = np.ones(e_max.shape, dtype=np.int64)
+        live = e_max > 0
+        if live.any():
+            e, c, h = e_max[live], mid[live], half[live]
+            a = (1.0 / e - c) / h
+            r = (a + np.sqrt(a * a - 1.0)) ** 0.9
+            far = e * (c + h * (r + 1.0 / r) / 2)
+            bound = 1.0 / (1.0 - far)
+            out[live] = np.maximum(1, np.ceil(np.log(16.0 * bound / (self.tol * (r - 1.0))) / np.log(r)))
+        return out
 
     def _replay(self, p: np.ndarray, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Dense Adam's zero-gradient steps one by one, for 1-D arrays of coordinates; returns the new ``p``.

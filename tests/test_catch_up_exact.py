@@ -21,6 +21,8 @@ coasting cannot be resolved below that by any float64 result.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -157,3 +159,137 @@ def test_replay_stops_only_when_the_rest_is_negligible(case):
     """Where the replay finishes the catch-up, it stops only once the rest is below its tolerance."""
     err_p, _, _ = error_in_eps(*case)
     assert err_p <= REPLAY_BOUND_EPS, err_p
+
+
+# -- Every gradient scale, eps, beta1 and gap (issue 17: bounded cost for every input) -------------------------------
+#
+# The catch-up now sums the coasting by Chebyshev blocks wherever the expansion in eps / (b x) does not converge: x
+# near or far below eps / b, eps large, beta1 up to 0.99999, and any gap. The reference below is the same 200-bit
+# recurrence, stopped once the rest of the coasting is provably below 2**-80 of what is already there (and the rest
+# of the decays then applied exactly), so that gaps up to 2**62 can be checked.
+
+STOP = mpmath.mpf(2) ** -80
+
+
+def exact_dense_long(p, m, v, s, k, lr, beta1, beta2, eps, c):
+    """:func:`exact_dense` for any gap: ``(p, m, v, scale)``, or None where no bound lets it stop early and k is long.
+
+    Dense Adam's own factors: ``m`` decays by ``1 - fl(1 - beta1)`` (torch's lerp) and the bias corrections are
+    torch's float64 ``1 - beta1**j`` and ``sqrt(1 - beta2**j)``; with beta1 = 0.99999 each differs from the real
+    ``beta1`` by a relative rounding that thousands of steps raise far above float64's epsilon.
+
+    After step ``i`` the rest of the coasting, each term also decayed by ``c`` per step after it, is below
+    ``lr |m_i| q / ((1 - q)(1 - beta1**(i+1)) eps)`` with ``q = beta1 / c`` (``eps > 0``), and below
+    ``lr |m_i| / sqrt(v_i) * r / ((1 - r)(1 - beta1**(i+1)))`` with ``r = beta1 / (c sqrt(beta2))``, each relative to
+    the ``c**(k-i)`` that multiplies what is there; once below ``STOP`` of that, the rest is negligible.
+    """
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.prec = 200
+    f = mp.mpf
+    p, m, v, lr, b2, eps, c = (f(float(x)) for x in (p, m, v, lr, beta2, eps, c))
+    b1 = 1 - f(1.0 - beta1)  # torch's lerp(m, 0, 1 - beta1) multiplies m by 1 - fl(1 - beta1) (dormant_factors)
+    q = b1 / c if c > 0 else mp.inf
+    r = q / mp.sqrt(b2) if b2 > 0 else mp.inf
+    scale_terms = f(0)
+    i = 0
+    while i < k:
+        i += 1
+        m, v = b1 * m, b2 * v
+        # the bias corrections as torch computes them, in float64 (with beta1 = 0.99999, 1 - beta1**4 carries a
+        # relative rounding of 3e-12 that dense Adam applies too)
+        bc1, bc2_sqrt = 1.0 - beta1 ** (s + i), math.sqrt(1.0 - beta2 ** (s + i))
+        step = lr * (m / f(bc1)) / (mp.sqrt(v) / f(bc2_sqrt) + eps)
+        p = c * p - step
+        scale_terms = c * scale_terms + abs(step)
+        if m == 0:  # no coasting from here on: only the decays
+            break
+        if i % 32 == 0:
+            rest = mp.inf
+            if eps > 0 and q < 1:
+                rest = lr * abs(m) * q / ((1 - q) * f(1.0 - beta1 ** (s + i + 1)) * eps)
+            if r < 1 and v > 0:
+                rest = min(rest, lr * abs(m) / mp.sqrt(v) * r / ((1 - r) * f(1.0 - beta1 ** (s + i + 1))))
+            if rest <= STOP * (abs(p) + scale_terms):
+                break
+        if i >= 1_500_000:
+            return None
+    left = k - i
+    p, scale_terms, m, v = p * c**left, scale_terms * c**left, m * b1**left, v * b2**left
+    return p, m, v, scale_terms
+
+
+def long_error_in_eps(p, m, v, s, k, lr, beta1, beta2, eps, wd):
+    """:func:`error_in_eps` with :func:`exact_dense_long`; None where the reference cannot stop or underflows."""
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
+    c = 1.0 - lr * wd
+    exact = exact_dense_long(p, m, v, s, k, lr, beta1, beta2, eps, c)
+    if exact is None:
+        return None
+    ref_p, ref_m, ref_v, terms = exact
+    scale_p = abs(mpmath.mpf(c) ** k * p) + terms
+    if scale_p < 1e-280:  # the result is at float64's underflow: no relative error to speak of
+        return [0.0, 0.0, 0.0]
+    got_p, got_m, got_v = caught_up(p, m, v, s, k, cfg)
+    out = [float(abs(mpmath.mpf(got_p) - ref_p) / (scale_p * EPS64))]
+    floors = (stall_floor(1.0 - beta1, np.float64, lerp=True), stall_floor(beta2, np.float64, lerp=False))
+    for got, ref, floor in ((got_m, ref_m, floors[0]), (got_v, ref_v, floors[1])):
+        unit = max(abs(ref) * EPS64, mpmath.mpf(floor), mpmath.mpf(np.finfo(np.float64).smallest_subnormal))
+        out.append(float(abs(mpmath.mpf(got) - ref) / unit))
+    return out
+
+
+every_input = st.fixed_dictionaries(
+    {
+        "lr": st.sampled_from([1e-3, 1e-2, 0.5]),
+        "beta1": st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+        "beta2": st.sampled_from([0.5, 0.9, 0.999, 0.9999]),
+        "eps": st.sampled_from([0.0, 1e-16, 1e-12, 1e-8, 1e-4, 1.0, 10.0]),
+        "wd": st.sampled_from([0.0, 0.01, 0.1]),
+        "scale": st.integers(-12, 0).map(lambda e: 10.0**e),  # the gradients that built m and v
+        "factor": st.floats(0.1, 10.0),
+        "ratio": st.floats(0.05, 1.0),
+        "sign": st.sampled_from([-1.0, 1.0]),
+        "p": st.floats(-3, 3).filter(lambda x: abs(x) > 1e-3),
+        "s": st.one_of(st.integers(1, 3000), st.integers(1, 2**40)),
+        "k": st.integers(0, 62).flatmap(lambda e: st.integers(2**e, 2 ** (e + 1) - 1)),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(every_input)
+def test_every_scale_eps_and_gap_is_float64_rounding_of_the_exact_recurrence(d):
+    """Gradient scales 1 to 1e-12 (sqrt(v) far above, near and far below eps), eps 0 to 10, gaps to 2**62."""
+    g = d["scale"] * d["factor"]
+    v, m = g * g, d["sign"] * d["ratio"] * g
+    if d["eps"] == 0.0 and d["beta2"] <= 0.5:  # dense Adam's v rounds to 0 and m / 0 is its NaN (test_dense_equivalent)
+        d = {**d, "beta2": 0.9}
+    q = d["beta1"] / (1.0 - d["lr"] * d["wd"])
+    k = d["k"]
+    if not (q < 1 and (d["eps"] > 0 or q < d["beta2"] ** 0.5)):  # no bound stops the reference: a gap it can walk
+        k = min(k, 3000)
+    errors = long_error_in_eps(d["p"], m, v, d["s"], k, d["lr"], d["beta1"], d["beta2"], d["eps"], d["wd"])
+    assert errors is not None, d  # the reference stops (or walks the whole gap) and the result does not underflow
+    err_p, err_m, err_v = errors
+    assert err_p <= BOUND_EPS, (d, err_p)
+    assert err_m <= 2.0 and err_v <= 2.0, (d, err_m, err_v)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (p, m, v, s, k, lr, beta1, beta2, eps, wd): beta1 close to 1, scales around and far below eps, long gaps
+        (1.0, 3e-7, 1e-12, 20, 10**6, 1e-3, 0.999, 0.999, 1e-8, 0.0),
+        (-0.5, -2e-9, 4e-18, 5, 2**40, 1e-3, 0.999, 0.9999, 1e-8, 0.0),
+        (0.3, 1e-6, 1e-12, 100, 2**62, 1e-3, 0.9999, 0.999, 1e-8, 0.0),
+        (0.3, 5e-13, 1e-24, 7, 300_000, 1e-3, 0.9999, 0.999, 1e-8, 0.001),
+        (2.0, 0.05, 0.01, 1000, 20_000, 1e-2, 0.99999, 0.9999, 1e-8, 0.0),
+        (2.0, 1e-10, 1e-20, 3, 5_000, 1e-3, 0.99999, 0.999, 1e-8, 0.0),
+    ],
+)
+def test_beta1_near_one_and_long_gaps_against_the_exact_recurrence(case):
+    """beta1 = 0.999 .. 0.99999 (windows of 10**4 to 10**6 steps), gradients near and far below eps."""
+    errors = long_error_in_eps(*case)
+    assert errors is not None
+    err_p, err_m, err_v = errors
+    assert err_p <= BOUND_EPS and err_m <= 2.0 and err_v <= 2.0, (err_p, err_m, err_v)

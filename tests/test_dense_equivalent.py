@@ -272,8 +272,28 @@ def test_eps_zero_with_a_second_moment_that_reaches_zero_follows_dense_adam_to_i
     assert np.isinf(dense.params[0]) == (gap > 1000)
 
 
+def test_a_coasting_that_grows_before_eps_takes_over_costs_a_bounded_window(monkeypatch):
+    """beta2 < beta1**2 (rho_0 >= 1, no expansion): the Chebyshev blocks sum a window bounded for any gap, no replay."""
+    replays, windows = [], []
+    original_blocks = AdamCoasting._blocks
+
+    def counting_blocks(self, s, k, x_min, x_max):
+        windows.append(int(np.minimum(k, self._block_window(s, x_max)).sum()))
+        return original_blocks(self, s, k, x_min, x_max)
+
+    monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
+    monkeypatch.setattr(AdamCoasting, "_blocks", counting_blocks)
+    results = []
+    for gap in (10**4, 10**9):
+        opt, p = far_apart({"lr": 1e-3, "beta1": 0.9, "beta2": 0.5}, gap)
+        opt.catch_up()
+        results.append(float(p[0]))
+    assert replays == [] and len(windows) == 2 and windows[0] == windows[1] < 2000  # beta1's decay, not the gap
+    assert np.isfinite(results[1]) and results[0] == pytest.approx(results[1], rel=1e-14)
+
+
 def test_replay_stops_once_the_rest_of_the_coasting_is_negligible(monkeypatch):
-    """Where only a replay is exact (beta2 < beta1**2), it runs a bounded number of steps for any gap."""
+    """Where the replay is used (eps = 0 and no window), it runs a bounded number of steps for any gap."""
     calls = []
     original = AdamCoasting._replay
 
@@ -289,12 +309,12 @@ def test_replay_stops_once_the_rest_of_the_coasting_is_negligible(monkeypatch):
         iterations.append(1)
         return real_sqrt(x, *args, **kwargs)
 
-    opt, p = far_apart({"lr": 1e-3, "beta1": 0.9, "beta2": 0.5}, 10**9)
+    opt, p = far_apart({"lr": 1e-3, "beta1": 0.9, "beta2": 0.9, "eps": 0.0}, 10**9)
     monkeypatch.setattr(np, "sqrt", counting_sqrt)
     opt.catch_up()
     monkeypatch.setattr(np, "sqrt", real_sqrt)
     assert calls == [10**9]
-    assert len(iterations) < 2000  # one sqrt per replayed step: bounded by beta1's decay, not by 10**9
+    assert len(iterations) < 2000  # one sqrt per replayed step: bounded by rho_0's decay, not by 10**9
     assert np.isfinite(p[0])
 
 

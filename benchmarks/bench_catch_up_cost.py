@@ -1,0 +1,192 @@
+"""What DENSE_EQUIVALENT's catch-up costs, over gradient scale x beta1 x beta2 x gap, as ratios to DORMANCY_DECAY.
+
+Two measurements, each one interleaved run of the two modes on the same data
+(the same seeded table, Zipf ids and gradients), reported as the ratio of the
+median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
+
+1. **Training steps** (``step``, catch-up of the touched rows included): a
+   ``rows x cols`` table, ``batch`` Zipf(1) ids a step, row gradients of the
+   given scale (standard normal times ``scale``). Both optimizers take
+   ``warmup`` untimed steps, then ``repeats`` rounds of one timed step each
+   (the first mode of a round alternates). SPEC goal: at most 3x at scales 1
+   to 1e-12 and beta1 up to 0.9999.
+2. **Gaps**: after ``warmup`` steps, the step counter is moved on by ``gap``
+   (a state dict with ``step_count + gap``: nothing else changes), and one step
+   touches ``touched`` rows that were touched during the warm-up (so their
+   moments are not zero). Each repetition uses a fresh optimizer loaded with
+   that state (no cached weights from an earlier repetition), untimed; the
+   step is timed. Reported: the ratio to DORMANCY_DECAY's same step, and the
+   ratio of the step after the longest gap to the step after the shortest.
+   SPEC goal: a catch-up after 10**6 steps costs at most 3x one after 100.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/bench_catch_up_cost.py            # the full grid (about 15 minutes)
+    .venv/bin/python benchmarks/bench_catch_up_cost.py --quick    # a small table and grid (about 2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from machine import format_machine_info, load_average, machine_info
+
+import sparse_opt as so
+from sparse_opt.demos.data import zipf_ids
+
+GOAL_RATIO = 3.0
+
+
+def make_optimizer(table: np.ndarray, mode: str, beta1: float, beta2: float) -> so.SparseAdamTable:
+    """A SparseAdamTable in ``mode`` with lr 1e-3, eps 1e-8 (torch's defaults) and the given betas."""
+    return so.SparseAdamTable(table, so.SparseAdamConfig(lr=1e-3, beta1=beta1, beta2=beta2, eps=1e-8, mode=mode))
+
+
+def batches(rows: int, cols: int, batch: int, count: int, scale: float, dtype: str, seed: int) -> list:
+    """``count`` ``(ids, row_grads)`` pairs: Zipf(1) ids, standard normal gradients times ``scale``."""
+    rng = np.random.default_rng([seed, 1])
+    ids = zipf_ids(rows, count * batch, 1.0, rng).reshape(count, batch)
+    grads = (rng.standard_normal((count, batch, cols)) * scale).astype(dtype)
+    return [(ids[k], grads[k]) for k in range(count)]
+
+
+def step(opt: so.SparseAdamTable, ids: np.ndarray, grads: np.ndarray) -> float:
+    """Build the gradient and step; seconds taken."""
+    start = time.perf_counter()
+    opt.step(so.CsrGradient.from_rows(ids, grads, opt.params.shape[0]))
+    return time.perf_counter() - start
+
+
+def train_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: float) -> tuple[float, float, float]:
+    """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY in one interleaved run, and their ratio."""
+    base = np.random.default_rng([args.seed, 0]).standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
+    modes = ("dense_equivalent", "dormancy_decay")
+    opts = [make_optimizer(base.copy(), mode, beta1, beta2) for mode in modes]
+    work = batches(args.rows, args.cols, args.batch, 16, scale, args.dtype, args.seed)
+    times: list[list[float]] = [[], []]
+    gc.collect()
+    gc.disable()
+    try:
+        for n in range(args.warmup + args.repeats):
+            ids, grads = work[n % len(work)]
+            order = (0, 1) if n % 2 == 0 else (1, 0)
+            for k in order:
+                t = step(opts[k], ids, grads)
+                if n >= args.warmup:
+                    times[k].append(t)
+    finally:
+        gc.enable()
+    de, dd = (float(np.median(t)) for t in times)
+    return de, dd, de / dd
+
+
+def gap_times(args: argparse.Namespace, scale: float, beta1: float, beta2: float, gap: int) -> tuple[float, float]:
+    """Median times of the step touching ``touched`` warm rows after ``gap`` dormant steps: (DENSE_EQUIVALENT, DORMANCY_DECAY)."""
+    base = np.random.default_rng([args.seed, 0]).standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
+    work = batches(args.rows, args.cols, args.batch, args.gap_warmup, scale, args.dtype, args.seed)
+    warm_ids = np.unique(np.concatenate([ids for ids, _ in work]))
+    rng = np.random.default_rng([args.seed, 2])
+    touched = np.sort(rng.choice(warm_ids, size=min(args.touched, warm_ids.size), replace=False))
+    grads = (rng.standard_normal((touched.size, args.cols)) * scale).astype(args.dtype)
+    out = []
+    for mode in ("dense_equivalent", "dormancy_decay"):
+        table = base.copy()
+        opt = make_optimizer(table, mode, beta1, beta2)
+        for ids, g in work:
+            opt.step(so.CsrGradient.from_rows(ids, g, args.rows))
+        state = opt.state_dict()
+        state["step_count"] = np.int64(int(state["step_count"]) + gap)
+        times = []
+        for _ in range(args.gap_repeats):
+            fresh = make_optimizer(table.copy(), mode, beta1, beta2)
+            fresh.load_state_dict(state)
+            gc.collect()
+            times.append(step(fresh, touched, grads))
+        out.append(float(np.median(times)))
+    return out[0], out[1]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="a 20,000-row table, a smaller grid, fewer repeats")
+    p.add_argument("--rows", type=int, default=None, help="table rows [100000; quick 20000]")
+    p.add_argument("--cols", type=int, default=32, help="embedding width [32]")
+    p.add_argument("--batch", type=int, default=2048, help="Zipf ids a step [2048]")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps before the timed ones [30; quick 10]")
+    p.add_argument("--repeats", type=int, default=None, help="timed steps per mode and grid point [40; quick 12]")
+    p.add_argument("--scales", type=float, nargs="*", default=None, help="gradient scales [1 1e-3 1e-6 1e-9 1e-12]")
+    p.add_argument("--beta1s", type=float, nargs="*", default=None, help="beta1 values [0.9 0.99 0.999 0.9999]")
+    p.add_argument("--beta2s", type=float, nargs="*", default=None, help="beta2 values [0.999 0.9999; quick 0.999]")
+    p.add_argument("--gaps", type=int, nargs="*", default=None, help="gaps of the gap grid [100 10000 1000000; quick 100 1000000]")
+    p.add_argument("--touched", type=int, default=256, help="rows the step after a gap touches [256]")
+    p.add_argument("--gap-warmup", type=int, default=20, help="steps before the gap [20]")
+    p.add_argument("--gap-repeats", type=int, default=None, help="timed steps per gap point [5; quick 3]")
+    p.add_argument("--gap-scales", type=float, nargs="*", default=None, help="gradient scales of the gap grid [1 1e-6 1e-9]")
+    p.add_argument("--gap-beta1s", type=float, nargs="*", default=None, help="beta1 values of the gap grid [0.9 0.999 0.9999]")
+    p.add_argument("--skip-train", action="store_true", help="only the gap grid")
+    p.add_argument("--skip-gaps", action="store_true", help="only the training-step grid")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    defaults = {
+        "rows": (100_000, 20_000),
+        "warmup": (30, 10),
+        "repeats": (40, 12),
+        "scales": ([1.0, 1e-3, 1e-6, 1e-9, 1e-12], [1.0, 1e-6, 1e-9, 1e-12]),
+        "beta1s": ([0.9, 0.99, 0.999, 0.9999], [0.9, 0.9999]),
+        "beta2s": ([0.999, 0.9999], [0.999]),
+        "gaps": ([100, 10_000, 1_000_000], [100, 1_000_000]),
+        "gap_repeats": (5, 3),
+        "gap_scales": ([1.0, 1e-6, 1e-9], [1e-6]),
+        "gap_beta1s": ([0.9, 0.999, 0.9999], [0.9, 0.9999]),
+    }
+    for name, (full, quick) in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    print("# DENSE_EQUIVALENT catch-up cost: ratios to DORMANCY_DECAY\n")
+    print(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    print(format_machine_info(machine_info()))
+    table = f"{args.rows:,} x {args.cols} {args.dtype}, {args.batch} Zipf(1) ids a step, lr 1e-3, eps 1e-8"
+    worst = 0.0
+    if not args.skip_train:
+        print(f"\n## Training steps (catch-up + step): {table}; {args.warmup} warm-up, {args.repeats} timed steps\n")
+        print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7}")
+        for scale, beta1, beta2 in itertools.product(args.scales, args.beta1s, args.beta2s):
+            de, dd, ratio = train_ratio(args, scale, beta1, beta2)
+            worst = max(worst, ratio)
+            print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
+        print(f"\nworst DE/DD: {worst:.2f} (goal <= {GOAL_RATIO:g})")
+    if not args.skip_gaps:
+        print(
+            f"\n## After a gap: one step touching {args.touched} warm rows, {args.gap_warmup} steps after the start"
+            f" ({args.gap_repeats} repetitions, each a fresh optimizer loaded with the state)\n"
+        )
+        print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'gap':>9} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7} {'/shortest':>9}")
+        worst_gap = 0.0
+        for scale, beta1, beta2 in itertools.product(args.gap_scales, args.gap_beta1s, args.beta2s):
+            shortest = None
+            for gap in args.gaps:
+                de, dd = gap_times(args, scale, beta1, beta2, gap)
+                shortest = de if shortest is None else shortest
+                worst_gap = max(worst_gap, de / shortest)
+                print(
+                    f"{scale:>8.0e} {beta1:>7} {beta2:>7} {gap:>9} {de * 1e3:>9.2f} {dd * 1e3:>9.2f}"
+                    f" {de / dd:>7.2f} {de / shortest:>9.2f}",
+                    flush=True,
+                )
+        print(f"\nworst step after the longest gap / after the shortest: {worst_gap:.2f} (goal <= {GOAL_RATIO:g})")
+    print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
