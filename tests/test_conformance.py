@@ -125,6 +125,36 @@ def test_hyper_features():
     assert Hyper(lr_decay=0.1, maximize=True).features("adagrad") == {"lr_decay", "maximize"}
     assert set(Hyper().as_dict()) == {"lr", "beta1", "beta2", "eps", "weight_decay", "momentum", "lr_decay",
                                       "initial_accumulator_value", "maximize"}
+    assert Hyper(lr=0.5, schedule=[0.25, 0.5]).features("sgd") == {"schedule"}
+
+
+def test_a_schedule_is_one_rate_per_step_peaking_at_lr():
+    h = Hyper(lr=0.5, schedule=[0.25, 0.5, 0])
+    assert h.schedule == (0.25, 0.5, 0.0) and [h.rate(t) for t in (1, 2, 3)] == [0.25, 0.5, 0.0]
+    assert h.as_dict()["schedule"] == [0.25, 0.5, 0.0] and Hyper(lr=0.5).rate(10**9) == 0.5
+    with pytest.raises(ValueError, match=r"step 4 is outside the schedule's steps 1 \.\. 3"):
+        h.rate(4)
+    with pytest.raises(ValueError, match=r"schedule\[1\] \(the rate of step 2\) must be finite and >= 0, got -0.25"):
+        Hyper(lr=0.5, schedule=[0.5, -0.25])
+    with pytest.raises(ValueError, match="must be finite and >= 0, got nan"):
+        Hyper(lr=0.5, schedule=[0.5, float("nan")])
+    with pytest.raises(ValueError, match="lr = 0.001 must be the schedule's peak, 0.5"):
+        Hyper(schedule=[0.5])
+    with pytest.raises(ValueError, match="x: the schedule has 2 rates for 1 steps"):
+        Scenario("x", "sgd", "p", Hyper(lr=0.5, schedule=[0.5, 0.5]), np.zeros((2, 2)), (Step([1], np.zeros((1, 2))),))
+
+
+def test_schedule_scenarios_change_the_rate_inside_a_dormant_gap():
+    for s in SCENARIOS:
+        if not s.hyper.schedule:
+            continue
+        touches = {r: [t for t, st in enumerate(s.steps, 1) if r in st.row_ids] for r in range(s.table.shape[0])}
+        rates = np.array(s.hyper.schedule)
+        changed = [any(len(set(rates[a:b - 1])) > 1 for a, b in zip(t, t[1:])) for t in touches.values()]
+        assert any(changed), s.name  # a re-touched row slept through a change of rate
+        assert all(float(np.float32(x)) == x for x in rates) and s.hyper.lr == rates.max()
+    assert [s.name for s in SCENARIOS if s.hyper.schedule and s.hyper.weight_decay] == [
+        "adam_schedule_weight_decay", "sgd_schedule_weight_decay"]
 
 
 # --------------------------------------------------------------------------- references
@@ -339,6 +369,34 @@ def test_run_records_skips_errors_and_shapes():
             return self.p
 
     assert run(NoEntries, scenario("adam_incomplete_rows")).skipped == "takes complete rows only (no step_entries)"
+    assert run(NoEntries, scenario("adam_schedule_cosine")).skipped == (
+        "takes a constant learning rate only (no 'schedules = True')")
+
+    class Schedules(NoEntries):
+        schedules = "yes"
+
+    with pytest.raises(ValueError, match="Schedules.schedules must be True or False, got 'yes'"):
+        run(Schedules, scenario("adam_schedule_cosine"))
+
+
+def test_a_candidate_without_schedules_is_checked_as_before_without_the_schedule_scenarios(tmp_path):
+    """Its default scenarios leave the schedule ones out, its report names no current-rate reference, and its
+    recording says so: the reports of every constant-rate candidate are what they were."""
+    class ConstantOnly(KitAdamLazy):
+        schedules = False
+
+    report = check(ConstantOnly)
+    assert [r.scenario for r in report.results] == [s.name for s in scenarios("adam", schedules=False)]
+    assert report.ok and "current_rate" not in report.titles and report.tally["lazy"] == (13, 13)
+    recording = record(ConstantOnly)
+    assert not recording.schedules and record(KitAdamLazy).schedules
+    recording.save(tmp_path / "c.npz")
+    assert str(check(Recording.load(tmp_path / "c.npz"))) == str(report)
+    record(KitAdamLazy).save(tmp_path / "s.npz")
+    assert Recording.load(tmp_path / "s.npz").schedules and check(Recording.load(tmp_path / "s.npz")).ok
+    with pytest.raises(ValueError, match="claims = 'adamax' is not a adam reference"):
+        check(ConstantOnly, claims="adamax")
+    assert check(ConstantOnly, claims="current_rate").tally["current_rate"] == (0, 0)  # a claim is always reported
 
 
 def test_a_crash_is_reported_not_raised():

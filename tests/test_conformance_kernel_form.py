@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparse_opt.conformance import Recording, check, expected, record, references, scenario, scenarios
+from sparse_opt.conformance import Recording, check, expected, record, reference, references, scenario, scenarios
 from sparse_opt.conformance.adapters.kit import KitAdagrad, KitAdagradRowwise, KitSgdLazy
 from sparse_opt.conformance.catalogue import KERNEL_SCENARIOS, SCENARIOS, kernel_form, kernel_scenarios
 from sparse_opt.conformance.tolerance import ROUNDING_LEVEL
@@ -207,3 +207,35 @@ def test_planted_kernel_variants_are_caught_at_their_first_divergent_step(name):
     assert not report.ok and claim not in report.verdict
     assert (d.scenario, d.step, d.row, d.col) == where
     assert abs(d.got - d.expected) > 10 * ROUNDING_LEVEL * d.tolerance  # far beyond rounding
+
+
+def test_schedule_scenarios_in_the_kernel_form_keep_dense_and_the_current_rate_apart():
+    """float32 (rows, 4): the kit's modes keep their verdicts under schedules, the kit's catch-up fed the current rate
+    is named current_rate, and dense training and the current-rate rule are at least 660 tolerances apart wherever
+    a catch-up has anything to do (SGD without momentum and decay has nothing: there they agree)."""
+    from test_conformance_planted import AdamSchedulerLr, SgdSchedulerLr
+
+    from sparse_opt.conformance.adapters.kit import (
+        KitAdamDenseEquivalent,
+        KitAdamDormancyDecay,
+        KitAdamLazy,
+        KitSgdDenseEquivalentOnRead,
+    )
+
+    for candidate in (KitAdamDenseEquivalent, KitAdamDormancyDecay, KitAdamLazy, KitSgdDenseEquivalentOnRead,
+                      KitSgdLazy, AdamSchedulerLr, SgdSchedulerLr):
+        chosen = [s for s in kernel_scenarios(candidate.family) if s.hyper.schedule]
+        report = check(candidate, scenarios=chosen)
+        named = {AdamSchedulerLr: "current_rate", SgdSchedulerLr: "sgd_current_rate"}.get(candidate, candidate.claims)
+        assert named in report.verdict and not report.errors, str(report)
+    apart = []
+    for s in kernel_scenarios():
+        if s.hyper.schedule:
+            dense, current = (("dense_adamw", "current_rate") if s.family == "adam"
+                              else ("sgd_dense", "sgd_current_rate"))
+            a, b = expected(s, reference(dense)), expected(s, reference(current))
+            nothing = s.name.endswith("_m0") and not s.hyper.weight_decay
+            assert (b.deviation(a.trajectory).score == 0.0) if nothing else True, s.name
+            if not nothing:
+                apart.append(min(b.deviation(a.trajectory).score, a.deviation(b.trajectory).score))
+    assert len(apart) == 8 and min(apart) == pytest.approx(660, rel=0.01)

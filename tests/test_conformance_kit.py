@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from sparse_opt.conformance import Hyper, check, scenarios
 from sparse_opt.conformance.adapters.kit import CANDIDATES, KitDenseAdam, KitSgdLazy
-from sparse_opt.conformance.catalogue import build
+from sparse_opt import schedules
+from sparse_opt.conformance.catalogue import build, scheduled
 
 
 @pytest.mark.parametrize("candidate", CANDIDATES, ids=[c.__name__ for c in CANDIDATES])
@@ -82,6 +83,9 @@ def random_scenarios(draw, family, long=True):
     Hypothesis draws the shape, the hyper-parameters and a seed; the schedule
     (0-5 lookups a step, repeats, a third of them incomplete rows in the
     scenarios that have them) comes from the seed, so long runs are cheap to draw.
+    Half the Adam and SGD scenarios have a learning-rate schedule (a warm-up, a
+    step decay or a warm-up + cosine of :mod:`sparse_opt.schedules`, peaking at
+    the drawn ``lr``), whose changes then fall inside the random dormant gaps.
     """
     rows, cols = draw(st.integers(2, 5)), draw(st.integers(1, 3))
     steps = draw(st.one_of(st.integers(1, 40), st.integers(150, 250)) if long else st.integers(1, 40))
@@ -98,8 +102,17 @@ def random_scenarios(draw, family, long=True):
             else:
                 lookups.append(r)
         schedule.append(lookups)
+    hyper = draw(HYPER[family])
+    if family != "adagrad" and draw(st.booleans()):
+        lr, span = hyper.lr, draw(st.integers(1, max(steps, 1)))
+        rate = draw(st.sampled_from([
+            schedules.linear_warmup(lr, span),
+            schedules.step_decay(lr, span, draw(st.sampled_from([0.0, 0.25, 0.5]))),
+            schedules.warmup_cosine(lr, span, span + draw(st.integers(1, 40)), draw(st.sampled_from([0.0, lr / 8]))),
+        ]))
+        hyper = scheduled(hyper, rate, steps)
     return build(
-        "random", family, "random", draw(HYPER[family]), schedule, seed=seed,
+        "random", family, "random", hyper, schedule, seed=seed,
         rows=rows, cols=cols, dtype=draw(st.sampled_from(["float32", "float64"])),
         scale=draw(st.sampled_from([1.0, 2.0**-10])),
     )

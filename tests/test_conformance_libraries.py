@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_conformance_kit import random_scenarios
 
-from sparse_opt.conformance import Recording, check, record, scenario
+from sparse_opt.conformance import Recording, check, record, scenario, scenarios
 
 RECORDINGS = Path(__file__).resolve().parent / "conformance"
 
@@ -83,6 +83,29 @@ def test_recorded_facts_behind_the_verdicts():
     repeated = next(r for r in check(Recording.load(RECORDINGS / "TfSparseApplyMomentum.npz")).results
                     if r.scenario == "sgd_repeated_ids")
     assert repeated.matches == ("tf_momentum",)  # duplicates in turn, not summed (sgd_lazy)
+
+
+def test_torch_under_lambdalr_is_dense_training_on_every_schedule_scenario():
+    """torch's dense Adam, AdamW and SGD driven by LambdaLR (the SPEC's torch equivalence) give each dormant step its
+    own rate: the recordings match dense training, never the current-rate catch-up, on every schedule scenario."""
+    for name, dense, current in (("TorchAdamW", "dense_adamw", "current_rate"), ("TorchAdam", "dense_l2", "current_rate"),
+                                 ("TorchSgd", "sgd_dense", "sgd_current_rate")):
+        recording = Recording.load(RECORDINGS / f"{name}.npz")
+        assert recording.schedules and recording.versions["torch"].startswith("2.13.0")
+        results = {r.scenario: r for r in check(recording).results}
+        chosen = [s.name for s in scenarios(recording.family) if s.hyper.schedule]
+        assert set(chosen) <= set(results) and len(chosen) >= 3
+        for s in chosen:
+            assert dense in results[s].matches and results[s].deviations[current].score > 1e12, (name, s)
+    sparse = check(Recording.load(RECORDINGS / "TorchSparseAdam.npz"))  # lazy: lr_t at the touch
+    assert all(r.matches == ("sparse_adam",) for r in sparse.results if "_schedule_" in r.scenario and r.ran)
+
+
+def test_recordings_of_constant_rate_adapters_are_judged_without_the_schedule_scenarios():
+    for name in ("KerasAdam", "TfSparseApplyMomentum"):
+        recording = Recording.load(RECORDINGS / f"{name}.npz")
+        assert not recording.schedules
+        assert not any("_schedule_" in r.scenario for r in check(recording).results)
 
 
 LIVE = sorted(LIBRARIES)
