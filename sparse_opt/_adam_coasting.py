@@ -409,9 +409,10 @@ class AdamCoasting:
         """``lr * m * S`` where ``wanted``, by Chebyshev blocks shared by each row (module docstring).
 
         ``m``, ``v`` and ``wanted`` have shape ``(R, C)``; ``last`` and ``gap``
-        ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``(s, k)`` share
-        their weights and blocks. Returns an ``(R, C)`` float64 array, 0 where
-        not wanted.
+        ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``s`` share their
+        weights and blocks, and where that saves most of the work, all rows
+        share the steps after the latest ``s`` (module docstring, *Cost*).
+        Returns an ``(R, C)`` float64 array, 0 where not wanted.
         """
         out = np.zeros(m.shape)
         rows = np.flatnonzero(wanted.any(axis=1))
@@ -427,34 +428,71 @@ class AdamCoasting:
         np.minimum.at(x_least, row_class, x_low)
         gaps = np.zeros(len(classes), dtype=np.int64)
         gaps[row_class] = gap[rows, 0]
-        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(classes, gaps, x_least, x_class)
+        latest = int(classes.max())
+        head = latest - classes  # steps before the latest last step
+        tail = int(gaps[-1])  # the steps every row is dormant for
+        scale = self.decay2 ** (head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
+        windows = self._block_window(classes, x_class)
+        shared = self._block_window(np.array([latest]), np.array([float((x_row * scale[row_class]).max())]))[0]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            if classes.size > 1 and 2 * (np.minimum(head, windows).sum() + min(tail, shared)) < np.minimum(gaps, windows).sum():
+                # S(s, k) = c**tail S(s, head) + beta1**head S(latest, tail, beta2**(head/2) x): the long windows of
+                # the rows last touched before `latest` all end in the same steps, summed once
+                acc, const = self._sum_rows(x, row_class, classes, head, x_least, x_class)
+                across = scale[row_class].astype(self.dtype)[:, None]
+                one = np.zeros(rows.size, dtype=np.int64)
+                x_shared = x * across
+                acc_s, const_s = self._sum_rows(
+                    x_shared,
+                    one,
+                    np.array([latest]),
+                    np.array([tail]),
+                    np.array([float((x_low * scale[row_class]).min())]),
+                    np.array([float((x_row * scale[row_class]).max())]),
+                )
+                later = self.decay1 ** head[row_class]
+                acc *= self.dtype.type(self.c**tail)
+                acc += acc_s * later.astype(self.dtype)[:, None]
+                const = self.c**tail * const + later * const_s
+            else:
+                acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class)
+            lr_m = self.lr * m[rows].astype(np.float64)
+            coast = lr_m * acc
+            if const.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
+                coast += np.where(const[:, None] != 0, (lr_m * const[:, None]) / self.eps, 0.0)
+        out[rows] = np.where(wanted, coast, 0.0)
+        return out
+
+    def _sum_rows(
+        self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``sum_blocks H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``) of windows ``(s, k)[row_class]``, and each row's constant.
+
+        Returns the block sums (the dtype, shape of ``x``) and, per row, the
+        weight of the terms summed as ``w / eps`` (:meth:`_blocks`).
+        """
+        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(s, k, x_min, x_max)
         # rows in order of the terms their first block needs: each group of them is a slice
         count = blk_count[row_class]
-        first_terms = np.zeros(rows.size, dtype=np.int64)
+        first_terms = np.zeros(row_class.size, dtype=np.int64)
         if terms.size:
             first_terms[count > 0] = terms[blk_start[row_class[count > 0]]]
         order = np.argsort(first_terms, kind="stable")
-        rows, x, wanted, row_class, first_terms = rows[order], x[order], wanted[order], row_class[order], first_terms[order]
-        count = count[order]
+        xs, cls, first_terms, count = x[order], row_class[order], first_terms[order], count[order]
         acc = np.zeros(x.shape, dtype=self.dtype)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            edges = np.flatnonzero(np.diff(first_terms)) + 1
-            for lo, hi in zip([0, *edges.tolist()], [*edges.tolist(), rows.size]):
-                if first_terms[lo] == 0:  # no block: every term of the window is in const
-                    continue
-                blk = blk_start[row_class[lo:hi]]
-                acc[lo:hi] = self._evaluate(x[lo:hi], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : first_terms[lo]])
-            for o in range(1, int(count.max()) if count.size else 0):  # further blocks (b varying more than 2x)
-                sel = np.flatnonzero(count > o)
-                blk = blk_start[row_class[sel]] + o
-                acc[sel] += self._evaluate(x[sel], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()])
-            lr_m = self.lr * m[rows].astype(np.float64)
-            coast = lr_m * acc
-            flat = const[row_class]
-            if flat.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
-                coast += np.where(flat[:, None] != 0, (lr_m * flat[:, None]) / self.eps, 0.0)
-        out[rows] = np.where(wanted, coast, 0.0)
-        return out
+        edges = np.flatnonzero(np.diff(first_terms)) + 1
+        for lo, hi in zip([0, *edges.tolist()], [*edges.tolist(), cls.size]):
+            if first_terms[lo] == 0:  # no block: every term of the window is in const
+                continue
+            blk = blk_start[cls[lo:hi]]
+            acc[lo:hi] = self._evaluate(xs[lo:hi], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : first_terms[lo]])
+        for o in range(1, int(count.max()) if count.size else 0):  # further blocks (b varying more than 2x)
+            sel = np.flatnonzero(count > o)
+            blk = blk_start[cls[sel]] + o
+            acc[sel] += self._evaluate(xs[sel], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()])
+        out = np.empty_like(acc)
+        out[order] = acc
+        return out, const[row_class]
 
     def _evaluate(self, x: np.ndarray, b_c: np.ndarray, mid: np.ndarray, half: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """``H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``, the dtype) of one block each, by Clenshaw's recurrence.

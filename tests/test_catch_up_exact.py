@@ -293,3 +293,29 @@ def test_beta1_near_one_and_long_gaps_against_the_exact_recurrence(case):
     assert errors is not None
     err_p, err_m, err_v = errors
     assert err_p <= BOUND_EPS and err_m <= 2.0 and err_v <= 2.0, (err_p, err_m, err_v)
+
+
+@pytest.mark.parametrize("beta1", [0.99, 0.999])
+def test_rows_last_touched_at_different_steps_share_the_long_window_exactly(beta1):
+    """Coordinates last current at different steps, caught up together after 10**6 steps: the steps after the
+    latest last step are summed once for all of them (S(s, k) = c**tail S(s, head) + beta1**head S(latest, tail,
+    beta2**(head/2) x)); each coordinate is still float64 rounding of its own exact recurrence."""
+    lr, beta2, eps, wd = 1e-3, 0.999, 1e-8, 0.01
+    last = np.array([3, 40, 41, 400, 2000], dtype=np.int64)
+    p0 = np.array([0.7, -1.2, 0.4, 2.0, -0.3])
+    m0 = np.array([3e-7, -2e-9, 5e-6, 1e-10, -4e-8])
+    v0 = np.array([1e-12, 5e-18, 2e-11, 1e-19, 3e-15])
+    through = 2000 + 10**6
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
+    params = p0.copy()
+    opt = so.SparseAdam(params, cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(through), m=m0.copy(), v=v0.copy(), last_step=last)
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(5))
+    c = 1.0 - lr * wd
+    for n in range(5):
+        ref_p, _, _, terms = exact_dense_long(p0[n], m0[n], v0[n], int(last[n]), int(through - last[n]), lr, beta1, beta2, eps, c)
+        scale = abs(mpmath.mpf(c) ** int(through - last[n]) * p0[n]) + terms
+        err = float(abs(mpmath.mpf(float(params[n])) - ref_p) / (scale * EPS64))
+        assert err <= BOUND_EPS, (n, err)
