@@ -32,7 +32,7 @@ def diagnosis_messages(exercise: Exercise) -> set[str]:
 
 
 def test_at_least_two_exercises_per_lesson() -> None:
-    for lesson in ("01", "02", "03", "04", "05", "06", "07", "08", "09"):
+    for lesson in ("01", "02", "03", "04", "05", "06", "07", "08", "09", "10"):
         assert len(ex.for_lesson(lesson)) >= 2, lesson
     assert sorted(NAMES) == sorted(set(NAMES)), "exercise names must be unique"
     assert ex.names() == NAMES
@@ -677,6 +677,37 @@ PLANTED: dict[str, list[tuple[str, str]]] = {
          def which_eps_placement(p0, g, p1, lr, beta1, beta2, eps):
              return 0
          """, "placement should be a str, got an int"),
+    ],
+    "stagnates": [
+        ("""
+         def stagnates(p, d):
+             return np.abs(d) < np.spacing(np.abs(p)) / 2
+         """, "misses two cases"),
+        ("""
+         def stagnates(p, d):
+             return (p + d.astype(np.float16)) == p
+         """, "was rounded to float16 before the sum"),
+    ],
+    "stochastic_round": [
+        ("""
+         def stochastic_round(x, u):
+             return x.astype(np.float16)
+         """, "that is round to nearest"),
+        ("""
+         def stochastic_round(x, u):
+             near = x.astype(np.float16)
+             below = np.abs(near.astype(np.float64)) > np.abs(x)
+             return np.where(below, np.nextafter(near, np.float16(0)), near)
+         """, "always rounds the magnitude down"),
+        ("""
+         def stochastic_round(x, u):
+             a = np.abs(x)
+             near = a.astype(np.float16)
+             lo = np.where(near.astype(np.float64) > a, np.nextafter(near, np.float16(0)), near)
+             hi = np.nextafter(lo, np.float16(np.inf))
+             f = (a - lo.astype(np.float64)) / (hi.astype(np.float64) - lo.astype(np.float64))
+             return np.copysign(np.where(u > f, hi, lo), x).astype(np.float16)
+         """, "rounds up with probability 1 - f"),
     ],
 }
 

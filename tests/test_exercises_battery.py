@@ -389,6 +389,7 @@ ALLOWED_FOR = {
     "arrays as an ndarray subclass that overrides nothing": {
         "coalesce", "coo_to_csr", "sgd_catch_up", "adam_step", "bias_corrected_update", "dormancy_decay_moments",
         "adam_catch_up", "factored_second_moment", "adafactor_row_col_update", "egdd_gain_update", "LazyAdam",
+        "stagnates", "stochastic_round",
     },
 }
 

@@ -30,6 +30,7 @@ raises. Exercises by lesson (``for_lesson("03")``):
 - 07: ``state_bytes_per_param``, ``lazy_row_update``
 - 08: ``LazyAdam`` (a conformance candidate class), ``which_eps_placement``
 - 09: ``skipped_displacement``, ``decay_over_gap``
+- 10: ``stagnates``, ``stochastic_round``
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from sparse_opt.exercises import (
     lesson07,
     lesson08,
     lesson09,
+    lesson10,
 )
 from sparse_opt.exercises._core import CheckResult, Exercise, Text
 
@@ -62,6 +64,7 @@ EXERCISES: tuple[Exercise, ...] = (
     *lesson07.EXERCISES,
     *lesson08.EXERCISES,
     *lesson09.EXERCISES,
+    *lesson10.EXERCISES,
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in EXERCISES}
