@@ -34,7 +34,13 @@ Check your own optimizer in a few lines::
 says where.) A candidate with a ``read(rows)`` method is run as a training loop
 instead, reading only the rows each step looks up (a catch-up on read is
 checked across the gaps); a report is ``ok`` only when every scenario that
-tells its semantics apart from another reference ran. ``python -m sparse_opt.conformance export DIR`` writes the
+tells its semantics apart from another reference ran. A candidate with
+``schedules = True`` takes learning-rate schedules (step ``t`` uses
+``hyper.rate(t)``) and is also run on the schedule scenarios, whose rates
+change inside dormant gaps: there dense training (``dense_adamw``,
+``sgd_dense``) is told from the production catch-up that gives every skipped
+step the current rate (``current_rate``, ``sgd_current_rate``: TorchRec, FBGEMM
+``DECOUPLE_GLOBAL``, HugeCTR ``LazyGlobal``, modelled). ``python -m sparse_opt.conformance export DIR`` writes the
 scenarios with every reference's expected trajectory as JSON
 (``docs/conformance_schema.md``) for implementations in other languages, and
 ``check-vectors DIR`` reads them back.

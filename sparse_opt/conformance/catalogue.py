@@ -44,6 +44,14 @@ catch-up (``current_rate``) at the rate of the step that brings the row back,
 LAZY and DORMANCY_DECAY not at all. They are run on the candidates that take a
 schedule (``schedules = True``, :mod:`.candidate`) and left out of the others'
 default scenarios (:func:`scenarios` with ``schedules=False``).
+Measured (``tests/test_conformance_planted.py``, ``tests/test_conformance_kernel_form.py``):
+dense training and the current-rate rule are 5.7e12 to 5.5e13 tolerances apart
+on them in float64 (8% to 20% relative) and 660 to 8300 in the kernel form
+(there SGD without momentum or decay has nothing to catch up: the two agree);
+the kit's catch-up fed the current rate matches ``current_rate`` within 0.07 of
+a tolerance. Over every pair of references on the schedule scenarios, the
+closest differing pair is 1.2e7 tolerances apart in float64 and 42.7 in the
+kernel form, as elsewhere in the catalogue.
 
 The *kernel form* (:data:`KERNEL_SCENARIOS`, :func:`kernel_scenarios`) is what
 a production embedding kernel can run: FBGEMM's table-batched embedding takes
