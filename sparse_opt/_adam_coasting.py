@@ -77,10 +77,19 @@ With ``beta1 / c < 1`` that is finite for every input; it grows with
 with the same last step share one set of blocks: per distinct ``s``, O(K)
 weights and O(K N) node sums (``K = min(k, L)``); per entry, one Chebyshev
 evaluation per block of its row, O(N) in the dtype, with the rows sorted by
-the terms their first block needs. The number of blocks of a row is at most
+the terms their first block needs. The rows last touched before the latest
+last step ``s*`` of a catch-up share the steps after it, by the composition
+law ``S(s, k, x) = c**tail S(s, head, x) + beta1**head S(s*, tail,
+beta2**(head/2) x)`` (``head = s* - s``, ``tail = T - s*``): one window of
+``min(tail, L)`` steps for all of them, wherever that halves the work (a
+catch-up after a long gap). The number of blocks of a row is at most
 ``log2(b_1 / b_K)``, bounded by ``log2(b_1 x_max / (tol eps))`` (steps whose
 ``b x`` falls below ``tol eps`` join the constant): 1 for the defaults once
-past the first steps, a few while the bias correction still moves ``b``.
+past the first steps, a few while the bias correction still moves ``b``, and
+up to a few dozen over windows that span many factors of 2 in ``b`` (37 for
+beta1 = 0.9999, beta2 = 0.999 after 10**6 steps in float32; merging the
+blocks far below ``eps`` into one expansion in ``b x / eps`` would cut that,
+not done yet).
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
 ``eps``; ``L`` (a constant of ``beta1``, ``lr * weight_decay``, the dtype and
 ``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``.
@@ -367,7 +376,9 @@ class AdamCoasting:
         with np.errstate(divide="ignore"):
             x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
         fast = candidates & (x >= x_min)
-        if self.eps == 0.0 or not fast.any():
+        if not fast.any():  # every coordinate goes to the blocks (gradients near or below eps): nothing to expand
+            return np.zeros(x.shape, dtype=self.dtype), fast
+        if self.eps == 0.0:
             terms = 1
         else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
             smallest = np.maximum(x.min(), x_min)
