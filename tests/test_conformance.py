@@ -168,6 +168,34 @@ def _dormant_row(lr: float = 0.1) -> Scenario:
     return Scenario("dormant_row", "adam", "worked example", Hyper(lr=lr), np.ones((2, 1)), tuple(steps))
 
 
+def test_a_never_touched_row_decays_by_each_rate_or_by_the_current_one_by_hand():
+    """adam_schedule_weight_decay: row 3 is never looked up, so its moments stay 0 and only AdamW's decay moves it.
+    Dense training multiplies the factors 1 - lr_j * wd of steps 1 .. u; the current-rate rule, read after step u,
+    takes u factors of the rate of step u + 1 (of step u after the last step); lazy and DORMANCY_DECAY leave it."""
+    s = scenario("adam_schedule_weight_decay")
+    p0, wd, rates, n = s.table[3], s.hyper.weight_decay, s.hyper.schedule, len(s.steps)
+    dense, current = _traj("dense_adamw", s)[:, 3], _traj("current_rate", s)[:, 3]
+    for u in range(1, n + 1):
+        np.testing.assert_allclose(dense[u - 1], p0 * np.prod([1 - r * wd for r in rates[:u]]), rtol=1e-15)
+        np.testing.assert_allclose(current[u - 1], p0 * (1 - rates[min(u, n - 1)] * wd) ** u, rtol=1e-15)
+    for frozen in ("lazy", "dormancy_decay"):
+        assert (_traj(frozen, s)[:, 3] == p0).all()
+    assert not np.allclose(dense, current, rtol=1e-6, atol=0)  # the rate halves at steps 5 and 9
+
+
+def test_sgd_current_rate_catches_a_row_up_at_the_touching_steps_rate_by_hand():
+    """One row, momentum 0.5, no decay: touched at step 1 (g = 1), dormant at steps 2 and 3 (rates 1/2, 1/4),
+    touched at step 4 (rate 1/8, g = 0). Dense SGD pushes it by 1/2 * 0.5 and 1/4 * 0.25 while it sleeps; the
+    current-rate rule replays those two pushes at 1/8 when step 4 brings the row back."""
+    steps = (Step([0], [[1.0]]), Step([], np.zeros((0, 1))), Step([], np.zeros((0, 1))), Step([0], [[0.0]]))
+    hyper = Hyper(lr=1.0, momentum=0.5, schedule=(1.0, 0.5, 0.25, 0.125))
+    s = Scenario("sgd_by_hand", "sgd", "by hand", hyper, np.zeros((1, 1)), steps)
+    assert _traj("sgd_dense", s)[:, 0, 0].tolist() == [-1.0, -1.25, -1.3125, -1.328125]
+    # after step 1: buf = 1, p = -1; read after steps 2, 3 at the next step's rate (1/4, 1/8); step 4 at 1/8
+    assert _traj("sgd_current_rate", s)[:, 0, 0].tolist() == [-1.0, -1.125, -1.09375, -1.109375]
+    assert _traj("sgd_lazy", s)[:, 0, 0].tolist() == [-1.0, -1.0, -1.0, -1.0 - 0.125 * 0.5]
+
+
 def test_adam_references_reproduce_the_worked_dormant_row_example():
     s = _dormant_row()
     row = {name: _traj(name, s)[:, 1, 0] for name in ("dense_adamw", "lazy", "rowwise_bias", "hugectr_lazy")}
