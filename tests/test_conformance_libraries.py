@@ -88,7 +88,8 @@ def test_recorded_facts_behind_the_verdicts():
 def test_torch_under_lambdalr_is_dense_training_on_every_schedule_scenario():
     """torch's dense Adam, AdamW and SGD driven by LambdaLR (the SPEC's torch equivalence) give each dormant step its
     own rate: the recordings match dense training, never the current-rate catch-up, on every schedule scenario."""
-    for name, dense, current in (("TorchAdamW", "dense_adamw", "current_rate"), ("TorchAdam", "dense_l2", "current_rate"),
+    for name, dense, current in (("TorchAdamW", "dense_adamw", "current_rate"),
+                                 ("TorchAdam", "dense_l2", "current_rate"),
                                  ("TorchSgd", "sgd_dense", "sgd_current_rate")):
         recording = Recording.load(RECORDINGS / f"{name}.npz")
         assert recording.schedules and recording.versions["torch"].startswith("2.13.0")

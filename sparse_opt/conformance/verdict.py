@@ -68,8 +68,10 @@ def check(
     if isinstance(candidate, Recording):
         family, form, takes = candidate.family, candidate.form, candidate.schedules
     else:
-        family, form, takes = check_candidate(candidate).family, candidate_form(candidate), candidate_schedules(candidate)
-    chosen = tuple(catalogue(family, form, schedules=takes) if scenarios is None else scenarios)  # once: a generator is read here only
+        family, form = check_candidate(candidate).family, candidate_form(candidate)
+        takes = candidate_schedules(candidate)
+    # once: a generator is read here only
+    chosen = tuple(catalogue(family, form, schedules=takes) if scenarios is None else scenarios)
     recording = candidate if isinstance(candidate, Recording) else record(candidate, chosen)
     refs = references(recording.family)
     expectations = {s.name: {r.name: expected(s, r) for r in refs if r.applies_to(s)} for s in chosen}
