@@ -118,7 +118,7 @@ def test_rounding_is_to_the_nearest_five_minutes_halves_up() -> None:
 def test_every_course_notebook_is_timed() -> None:
     names = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert sorted(p.name for p in lt.notebooks().values()) == names
-    assert [k for k in COMPUTED if k.isdigit()] == [f"{k:02d}" for k in range(9)]
+    assert [k for k in COMPUTED if k.isdigit()] == [f"{k:02d}" for k in range(11)]
 
 
 # -- what the README and the guide say ---------------------------------------------------------------

@@ -34,7 +34,7 @@ def headings(path: Path) -> list[str]:
 
 
 def test_every_lesson_is_there():
-    assert [p.name[:2] for p in LESSONS] == [f"{n:02d}" for n in range(1, 10)]
+    assert [p.name[:2] for p in LESSONS] == [f"{n:02d}" for n in range(1, 11)]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])

@@ -66,7 +66,7 @@ def answers(section: str) -> dict[int, str]:
 
 
 def test_every_lesson_has_a_section_and_a_questions_list() -> None:
-    assert [k for k in LESSONS if k.isdigit()] == [f"{k:02d}" for k in range(10)]
+    assert [k for k in LESSONS if k.isdigit()] == [f"{k:02d}" for k in range(11)]
     assert sorted(guide_sections()) == LESSONS, "docs/teachers.md needs a '## Lesson NN' (or '## Appendix NNa') section per notebook"
     for notebook in NOTEBOOKS:
         assert questions(notebook), f"{notebook.name} has no numbered Questions"
