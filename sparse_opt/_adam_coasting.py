@@ -92,7 +92,13 @@ blocks far below ``eps`` into one expansion in ``b x / eps`` would cut that,
 not done yet).
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
 ``eps``; ``L`` (a constant of ``beta1``, ``lr * weight_decay``, the dtype and
-``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``.
+``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``: about
+35 / (1 - beta1) steps in float32, so a catch-up after a long gap with beta1 =
+0.9999 computes 345,000 weights (tens of ms; benchmarks/RESULTS.md). Past the
+steps where the bias corrections have settled, ``w_i`` and ``b_i`` are
+geometric in ``i``, so the blocks there are one universal block scaled by
+``beta1**i``, and the moments of the steps far below eps closed-form geometric
+sums: that would make the per-``s`` work independent of beta1 too (not done).
 The bias corrections ``1 - beta**j`` are torch's (Python's correctly rounded
 power, then the subtraction; tabled by step up to ``1 - beta**j = 1/2``):
 numpy's vectorised power can be an ulp off, and with ``beta1 = 0.99999`` at
