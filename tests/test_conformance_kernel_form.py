@@ -2,8 +2,10 @@
 
 Measured here (and stated in :mod:`sparse_opt.conformance.catalogue`): over every kernel-form scenario and
 every ordered pair of references applying to it, the closest agreeing pair scores 0.144 tolerances
-(keras3_adam / tf1_adam on adam_gap_10_f32x4) and the closest differing pair 29.2 (rowwise_bias / lazy on
-adam_gap_long_f32x4): margins of 6.9 and 29 either side of the line (the float32 catalogue: 0.053 and 131.6).
+(keras3_adam / tf1_adam on adam_gap_10_f32x4) and the closest differing pair 26.0 to 29.2 (lazy /
+rowwise_bias on adam_gap_long_f32x4): 26.0 where numpy runs its AVX-512 kernels, 29.2 with its AVX2 or
+baseline ones (NPY_DISABLE_CPU_FEATURES), whose float32 roundings differ. Margins of 6.9 and at least 26
+either side of the line (the float32 catalogue: 0.053 and 131.6).
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def test_the_float32_tolerance_still_separates_the_references_on_the_kernel_form
     """The line between "same semantics" and "another one" has room on both sides (module docstring)."""
     worst_agree, closest_differ = _separation()
     assert worst_agree == pytest.approx(0.144, abs=0.005)
-    assert closest_differ == pytest.approx(29.2, abs=0.5)
+    # the float32 references' roundings follow numpy's SIMD kernels: 25.99 with AVX-512, 29.17 with AVX2 or the
+    # baseline (measured 2026-12-02); the claim is the gap, so the test pins the range, not one CPU's value
+    assert 25.0 < closest_differ < 30.0
     assert closest_differ > 5 * ROUNDING_LEVEL  # a miss at rounding level is never another reference
 
 

@@ -43,7 +43,7 @@ of an entry is::
 Any two references either agree within this tolerance on a scenario or differ
 there by far more than it (at least 130 times in float32, more than a million
 times in float64; on the catalogue's kernel form, float32 ``(rows, 4)``, at
-least 29 times, while agreeing pairs score at most 0.144:
+least 26 times (29 without AVX-512), while agreeing pairs score at most 0.144:
 ``tests/test_conformance_kernel_form.py``), so a match or a mismatch is not a
 matter of where the line is drawn. A miss by at most ``ROUNDING_LEVEL = 4`` tolerances, ten times below
 the closest bug, is reported as a miss at rounding level (an operation order
