@@ -104,8 +104,49 @@ def load_recordings(directory: str | Path | None = None) -> dict[str, Recording]
     return {name: Recording.load(folder / f"{name}.npz") for name in RECORDED}
 
 
+#: The production kernels run live, as ``tests/conformance`` sub-folder / file stem: FBGEMM's CPU TBE optimizers
+#: (:mod:`sparse_opt.conformance.adapters.fbgemm`) and TorchRec's fused optimizers under
+#: ``DistributedModelParallel`` (:mod:`sparse_opt.conformance.adapters.torchrec`); ``make test-live`` runs them
+#: again and requires the recordings bit for bit. They take the kernel-form scenarios (float32, 4 columns).
+PRODUCTION: tuple[str, ...] = (
+    "fbgemm/FbgemmExactSgd",
+    "fbgemm/FbgemmExactSgdL2",
+    "fbgemm/FbgemmExactSgdDecouple",
+    "fbgemm/FbgemmExactAdagrad",
+    "fbgemm/FbgemmExactAdagradL2",
+    "fbgemm/FbgemmExactAdagradDecouple",
+    "fbgemm/FbgemmRowwiseAdagrad",
+    "fbgemm/FbgemmRowwiseAdagradL2",
+    "fbgemm/FbgemmRowwiseAdagradDecouple",
+    "fbgemm/FbgemmRowwiseAdagradCounter",
+    "fbgemm/FbgemmRowwiseAdagradDecoupleGlobal",
+    "fbgemm/FbgemmRowwiseAdagradSum",
+    "fbgemm/FbgemmEmaInplaceRowwiseAdagrad",
+    "fbgemm/FbgemmExactSgdFp16",
+    "fbgemm/FbgemmExactAdagradFp16",
+    "fbgemm/FbgemmRowwiseAdagradFp16",
+    "torchrec/TorchrecSgd",
+    "torchrec/TorchrecAdagrad",
+    "torchrec/TorchrecRowwiseAdagrad",
+)
+
+
+def load_production_recordings(directory: str | Path | None = None) -> dict[str, Recording]:
+    """Every recording of :data:`PRODUCTION`, by file stem, in that order."""
+    folder = Path(directory) if directory is not None else recordings_dir()
+    return {name.split("/")[1]: Recording.load(folder / f"{name}.npz") for name in PRODUCTION}
+
+
 def library_version(recording: Recording) -> str:
-    """``"torch 2.13.0+cpu"`` or ``"TF 2.21.0"``: the library a recording was made with."""
+    """``"torch 2.13.0+cpu"``, ``"TF 2.21.0"``, ``"FBGEMM 1.8.0"`` or ``"TorchRec 1.8.0"``: the library recorded.
+
+    The most specific library the recording names: TorchRec runs on FBGEMM's
+    kernels, and both on torch.
+    """
+    if "torchrec" in recording.versions:
+        return f"TorchRec {recording.versions['torchrec']}"
+    if "fbgemm_gpu" in recording.versions:
+        return f"FBGEMM {recording.versions['fbgemm_gpu']}"
     if "torch" in recording.versions:
         return f"torch {recording.versions['torch']}"
     if "tensorflow" in recording.versions:
@@ -167,6 +208,8 @@ SEMANTICS: dict[str, Semantics] = {
     "dormancy_decay": Semantics("frozen; beta**gap at touch", "sqrt(v_hat)", "global step",
                                 "decoupled, c**gap at touch", "summed"),
     "dense_adamw": Semantics("decay and move", "sqrt(v_hat)", "global step", "decoupled, every row", "summed"),
+    "current_rate": Semantics("caught up at the current lr", "sqrt(v_hat)", "global step",
+                              "decoupled, current lr at catch-up", "summed"),
     "dense_l2": Semantics("decay and move", "sqrt(v_hat)", "global step", "coupled L2, every row", "summed"),
     "lazy_l2": Semantics("frozen", "sqrt(v_hat)", "global step", "coupled L2, at touches", "summed"),
     "sparse_adam": Semantics("frozen", "sqrt(v)", "global step", "none", "summed"),
@@ -188,6 +231,8 @@ SEMANTICS: dict[str, Semantics] = {
     "rowwise_counter": Semantics("frozen", "sqrt(row mean)", "-", "growth lr*wd/count, at touches", "summed"),
     "sgd_lazy": Semantics("frozen", "-", "-", "coupled L2, at touches", "summed"),
     "sgd_dense": Semantics("momentum moves it", "-", "-", "coupled L2, every row", "summed"),
+    "sgd_current_rate": Semantics("caught up at the current lr", "-", "-", "coupled L2, current lr at catch-up",
+                                  "summed"),
     "sgd_no_decay": Semantics("frozen", "-", "-", "none (weight_decay ignored)", "summed"),
     "tf_momentum": Semantics("frozen", "-", "-", "none", "one after another"),
 }
@@ -591,7 +636,7 @@ def describe(report: Report) -> str:
     """The report's headline as one sentence (verdict or closest reference, first divergence, skips, unrun).
 
     >>> print(describe(check(KitAdamLazy)))
-    sparse_opt SparseAdamTable(LAZY) implements lazy (13 of 13 scenarios).
+    sparse_opt SparseAdamTable(LAZY) implements lazy (17 of 17 scenarios).
     """
     ran = sum(r.ran for r in report.results)
     skipped = [r for r in report.results if r.skipped]
