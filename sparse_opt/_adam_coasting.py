@@ -363,7 +363,7 @@ class AdamCoasting:
         if coast is not None:
             np.subtract(p, coast[0], out=p, where=coast[1])
         if direct is not None:
-            p[direct[0]] -= direct[1][direct[0]]
+            p -= direct[1]  # 0 where not wanted
         if slow is not None:
             p[slow[0]] = slow[1]
         if zero_zero is not None:
@@ -416,11 +416,11 @@ class AdamCoasting:
         shape = m.shape
         if m.ndim == 2 and np.ndim(last) == 2 and np.shape(last)[1] == 1:  # whole table rows: one (s, k) per row
             s, k = np.broadcast_to(last, (shape[0], 1)), np.broadcast_to(gap, (shape[0], 1))
-            return self._direct(m, v, s, k, wanted).astype(self.dtype)
+            return self._direct(m, v, s, k, wanted)
         s = np.broadcast_to(last, shape).reshape(-1, 1)
         k = np.broadcast_to(gap, shape).reshape(-1, 1)
         flat = self._direct(m.reshape(-1, 1), v.reshape(-1, 1), s, k, wanted.reshape(-1, 1))
-        return flat.reshape(shape).astype(self.dtype)
+        return flat.reshape(shape)
 
     def _direct(self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray) -> np.ndarray:
         """``lr * m * S`` where ``wanted``, by Chebyshev blocks shared by each row (module docstring).
@@ -429,13 +429,18 @@ class AdamCoasting:
         ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``s`` share their
         weights and blocks, and where that saves most of the work, all rows
         share the steps after the latest ``s`` (module docstring, *Cost*).
-        Returns an ``(R, C)`` float64 array, 0 where not wanted.
+        Returns an ``(R, C)`` array in the dtype, 0 where not wanted.
         """
-        out = np.zeros(m.shape)
-        rows = np.flatnonzero(wanted.any(axis=1))
-        x, wanted = np.sqrt(v[rows]), wanted[rows]
-        x_row = np.where(wanted, x, 0).max(axis=1).astype(np.float64)
-        x_low = np.where(wanted, x, np.inf).min(axis=1).astype(np.float64)
+        every = bool(wanted.all())  # gradients near or below eps: every coasting entry is here
+        if every:
+            rows = np.arange(m.shape[0])
+            x = np.sqrt(v)
+            x_row, x_low = x.max(axis=1).astype(np.float64), x.min(axis=1).astype(np.float64)
+        else:
+            rows = np.flatnonzero(wanted.any(axis=1))
+            x, wanted = np.sqrt(v[rows]), wanted[rows]
+            x_row = np.where(wanted, x, 0).max(axis=1).astype(np.float64)
+            x_low = np.where(wanted, x, np.inf).min(axis=1).astype(np.float64)
         # every catch-up brings its coordinates through the same step, so the window (s, k) is fixed by s
         classes, row_class = np.unique(last[rows, 0], return_inverse=True)
         row_class = row_class.reshape(-1)
@@ -473,11 +478,16 @@ class AdamCoasting:
                 const = self.c**tail * const + later * const_s
             else:
                 acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class)
-            lr_m = self.lr * m[rows].astype(np.float64)
-            coast = lr_m * acc
+            m_rows = m if every else m[rows]
+            coast = m_rows * self.dtype.type(self.lr)
+            coast *= acc
             if const.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
-                coast += np.where(const[:, None] != 0, (lr_m * const[:, None]) / self.eps, 0.0)
-        out[rows] = np.where(wanted, coast, 0.0)
+                lr_m = self.lr * m_rows.astype(np.float64)
+                coast += np.where(const[:, None] != 0, (lr_m * const[:, None]) / self.eps, 0.0).astype(self.dtype)
+        if every:
+            return coast
+        out = np.zeros(m.shape, dtype=self.dtype)
+        out[rows] = np.where(wanted, coast, 0)
         return out
 
     def _sum_rows(
