@@ -477,6 +477,27 @@ def test_report_text_is_stable_and_complete():
     assert len({len(line.rstrip()) for line in matrix}) <= 2
 
 
+def test_report_prints_rounding_as_its_bound_and_real_deviations_as_numbers():
+    """A deviation within ROUNDING_ULPS prints as the bound (its digits change with numpy's SIMD kernels); a larger
+    one as max abs / max rel / ulps, in the text and in the HTML."""
+    import re
+
+    from sparse_opt.conformance.report import ROUNDING_ULPS
+
+    report = check(KitAdamLazy)
+    text, page = str(report), report._repr_html_()
+    rounding = [r for r in report.results if r.ran and r.deviations["lazy"].max_ulps <= ROUNDING_ULPS]
+    assert rounding, "the kit's LAZY matches lazy to rounding in some scenario"
+    for r in rounding:
+        line = next(line for line in text.splitlines() if line.startswith(r.scenario + " "))
+        assert "<= 4 ulps (rounding)" in line and not re.search(r"e-1\d", line), line
+    assert not re.search(r"\d\.\de-1[3-9]", text)  # no rounding-level digits anywhere in the text
+    assert "within 4 ulps: rounding" in page
+    far = next(r for r in report.results if r.ran and r.deviations["sparse_adam"].max_ulps > 1e6)
+    row = next(line for line in text.splitlines() if line.startswith(far.scenario + " ") and "*" in line)
+    assert re.search(r"\de\+\d\d", row)  # sparse_adam's column prints the real ulps
+
+
 def test_report_fields():
     report = check(KitAdamLazy)
     assert report.ok and report.semantics == "lazy" and report.verdict == ("lazy",)

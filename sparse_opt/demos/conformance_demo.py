@@ -154,6 +154,28 @@ def library_version(recording: Recording) -> str:
     raise ValueError(f"recording of {recording.candidate} names no library: {recording.versions}")
 
 
+def format_production(recordings: Mapping[str, Recording]) -> str:
+    """The production kernels' table: every reference each recording matches, and whether its verdict is complete.
+
+    A production kernel takes fewer scenarios than a library optimizer (FBGEMM's
+    ``EXACT_SGD`` has no momentum, TorchRec hands no ``weight_decay`` over), so
+    several references can fit what it did: all are listed, nearest first as
+    :func:`~sparse_opt.conformance.check` orders them, and ``complete`` says
+    whether every scenario that tells them apart ran (the report's ``ok``).
+    """
+    reports = {name: check(rec) for name, rec in recordings.items()}
+    width = max(len(r.candidate) for r in recordings.values())
+    head = f"{'optimizer':<{width}}  {'run as':<15} {'complete':<8} {'skipped':>7}  matches"
+    lines = [head, "-" * len(head)]
+    for name, rec in recordings.items():
+        rep = reports[name]
+        skipped = sum(1 for r in rep.results if r.skipped)
+        matches = ", ".join(rep.verdict) or "none"
+        lines.append(f"{rec.candidate:<{width}}  {library_version(rec):<15} {'yes' if rep.ok else 'no':<8} "
+                     f"{skipped:>7}  {matches}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- modelled systems
 
 
