@@ -155,6 +155,11 @@ from sparse_opt._rates import LearningRate
 THETA = 2.0**-7
 #: Longest window ``L`` the fast path supports; beyond, every coordinate is replayed.
 MAX_WINDOW = 1 << 14
+
+#: Steps between the direct builds of the recent-steps weight table (:meth:`AdamCoasting._recent_weights`):
+#: in between it is moved on one step at a time, and the anchors fix which, whatever the calls before.
+RECENT_ANCHOR = 64
+
 #: Largest ratio of the ``b_i`` of the dormant steps one Chebyshev block of the direct sum covers.
 BLOCK_RATIO = 2.0
 #: Longest table of bias corrections ``1 - beta**j`` by step (see AdamCoasting._bias_correction).
@@ -248,22 +253,32 @@ class AdamCoasting:
     def _recent_weights(self, through: int) -> np.ndarray:
         """``P_n(T - d, d)`` for ``d = 0 .. L - 1`` at ``T = through``, shape ``(N, L)`` (cached per ``T``).
 
-        A training loop asks for ``T``, then ``T + 1``: the table then moves on by
-        ``P(T + 1 - d, d) = P(T - (d - 1), d - 1) + rho**d u(T + 1)``, one
-        multiply-add per entry; any other ``T`` rebuilds it (O(L N) either way).
+        The table at ``T`` is built directly (:func:`_discounted_sums`) at the
+        anchor ``A = max(1, T - T mod RECENT_ANCHOR)`` and moved on from there one
+        step at a time, ``P(T + 1 - d, d) = P(T - (d - 1), d - 1) + rho**d u(T + 1)``
+        (one multiply-add per entry; the direct build costs several). The two round
+        differently, so the path is fixed by ``T`` alone: the same bits whatever
+        was asked before, so that an optimizer restored from a checkpoint continues
+        exactly as one that never stopped. A training loop asks for ``T``, then
+        ``T + 1``, and continues the cached chain; another ``T`` costs one build
+        and at most ``RECENT_ANCHOR - 1`` moves.
         """
         if self._recent_step == through:
             return self._recent
-        L = self.window
-        if self._recent_step == through - 1 and through > 1:
-            recent = np.empty_like(self._recent)
-            recent[:, 0] = 0.0
-            recent[:, 1:] = self._recent[:, :-1] + self._rho_powers[:, 1:] * self._u(np.asarray(through))[:, None]
+        anchor = max(1, through - through % RECENT_ANCHOR)
+        if anchor <= self._recent_step < through:
+            step, recent = self._recent_step, self._recent  # the chain from this anchor, cached
         else:
-            e = np.arange(L - 1)
-            j = through - e
+            e = np.arange(self.window - 1)
+            j = anchor - e
             u = np.where(j >= 1, self._u(np.maximum(j, 1)), 0.0)
-            recent = _discounted_sums(self.rho, u)
+            step, recent = anchor, _discounted_sums(self.rho, u)
+        while step < through:
+            step += 1
+            moved = np.empty_like(recent)
+            moved[:, 0] = 0.0
+            moved[:, 1:] = recent[:, :-1] + self._rho_powers[:, 1:] * self._u(np.asarray(step))[:, None]
+            recent = moved
         self._recent, self._recent_step = recent, through
         return recent
 
