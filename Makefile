@@ -13,7 +13,7 @@ ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # nbval's kernel, so one execution per notebook checks both its outputs and its order independence.
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with notebooks/nbval_sanitize.cfg --nbval-rerun-cells
 
-.PHONY: setup test test-code test-notebooks test-e2e test-live lab bench html figures goldens clean
+.PHONY: setup test test-code test-notebooks test-e2e test-live lab bench bench-catch-up html figures goldens clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ BENCH_PYTHON ?=
 BENCH_ARGS ?=
 bench: $(if $(BENCH_PYTHON),,$(STAMP))
 	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(or $(BENCH_PYTHON),$(BIN)/python) benchmarks/bench_sparse_step.py $(BENCH_ARGS)
+
+# make bench-catch-up [BENCH_ARGS="--quick"]: DENSE_EQUIVALENT's catch-up cost over gradient scale x beta1 x beta2
+# x gap, as ratios to DORMANCY_DECAY in one interleaved run (numpy only; results in benchmarks/RESULTS.md).
+bench-catch-up: $(STAMP)
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(BIN)/python benchmarks/bench_catch_up_cost.py $(BENCH_ARGS)
 
 html: $(STAMP)
 	$(BIN)/python docs/build_html.py build/html
