@@ -152,6 +152,23 @@ def test_cli_export_and_check_vectors(tmp_path, capsys):
     assert "expected module:Class" in capsys.readouterr().err
 
 
+def test_cli_exports_the_kernel_form_for_embedding_kernels(tmp_path, capsys):
+    from sparse_opt.conformance.catalogue import kernel_scenarios
+
+    assert main(["export", str(tmp_path), "--family", "adagrad", "--form", "kernel"]) == 0
+    wanted = kernel_scenarios("adagrad")
+    assert f"wrote {len(wanted)} scenario files" in capsys.readouterr().out
+    loaded = load_vectors(tmp_path)
+    assert sorted(v.scenario.name for v in loaded) == sorted(s.name for s in wanted)
+    assert all(v.scenario.dtype == np.float32 and v.scenario.table.shape[1] == 4 for v in loaded)
+    assert main(["check-vectors", str(tmp_path)]) == 0  # the expected trajectories reproduce from the file
+    kit = "sparse_opt.conformance.adapters.kit:KitAdagradRowwise"
+    assert main(["check-vectors", str(tmp_path), "--candidate", kit]) == 0
+    assert "verdict: rowwise_adagrad" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["export", str(tmp_path), "--form", "kernels"])
+
+
 def test_cli_help_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "sparse_opt.conformance", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "export" in out.stdout and "check-vectors" in out.stdout

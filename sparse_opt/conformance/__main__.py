@@ -2,7 +2,7 @@
 
 ::
 
-    python -m sparse_opt.conformance export DIR [--family adam]
+    python -m sparse_opt.conformance export DIR [--family adam] [--form kernel]
     python -m sparse_opt.conformance check-vectors DIR [--candidate module:Class] [--claims NAME]
 
 ``check-vectors`` without ``--candidate`` re-derives every expected trajectory
@@ -10,7 +10,9 @@ in ``DIR`` with this package's references (exit status 1 on a disagreement);
 with one, it runs that candidate (a class following the candidate protocol)
 through the vectors of its family and prints the report (exit status 1 unless
 the report is ``ok``). A malformed vector file is named, with its field, on
-stderr (exit status 2).
+stderr (exit status 2). ``--form kernel`` exports the catalogue's kernel form
+instead: the same scenarios as float32 tables 4 columns wide, the shape an
+embedding kernel (FBGEMM's TBE, a CUDA port) takes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from sparse_opt.conformance.candidate import check_candidate
-from sparse_opt.conformance.catalogue import scenarios
+from sparse_opt.conformance.catalogue import FORMS, scenarios
 from sparse_opt.conformance.hyper import FAMILIES
 from sparse_opt.conformance.vectors import check_vectors, export_vectors, load_vectors, verify_vectors
 
@@ -52,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("directory", metavar="DIR", help="output directory (created if missing)")
     export.add_argument("--family", choices=FAMILIES, help="only this optimizer family's scenarios")
+    export.add_argument("--form", choices=FORMS, default="catalogue",
+                        help="'kernel': the float32, 4-column twins an embedding kernel can run (default: catalogue)")
     vectors = sub.add_parser(
         "check-vectors", help="read exported vectors back: verify them, or check a candidate against them",
         description="Without --candidate, re-derive every expected trajectory in DIR with this package; "
@@ -78,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "export":
-        written = export_vectors(args.directory, scenarios(args.family))
+        written = export_vectors(args.directory, scenarios(args.family, form=args.form))
         print(f"wrote {len(written)} scenario files and index.json to {args.directory}")
         return 0
     if args.candidate is None:
