@@ -319,3 +319,28 @@ def test_rows_last_touched_at_different_steps_share_the_long_window_exactly(beta
         scale = abs(mpmath.mpf(c) ** int(through - last[n]) * p0[n]) + terms
         err = float(abs(mpmath.mpf(float(params[n])) - ref_p) / (scale * EPS64))
         assert err <= BOUND_EPS, (n, err)
+
+
+@pytest.mark.parametrize("eps", [1e-14, 1e-12, 1e-10, 1e-8])
+@pytest.mark.parametrize(("beta2", "k"), [(0.9, 3), (0.9, 40), (0.999, 3), (0.999, 200)])
+def test_coordinates_of_one_block_are_each_float64_rounding_of_their_own_recurrence(eps, beta2, k):
+    """Failed before (363 epsilons, eps = 1e-12, beta2 = 0.9, k = 3): coordinates caught up together share one
+    Chebyshev block over their t = b x / (b x + eps); its term count read the theorem's degree as the number of
+    terms, so one constant stood for H on an interval 1e-10 wide, right for a coordinate alone and not for two."""
+    lr, beta1, wd, last = 0.015625, 0.9, 0.0, 128
+    rng = np.random.default_rng(int(-np.log10(eps)) * 1000 + k)
+    n = 12
+    p0 = rng.uniform(-3, 3, n)
+    v0 = rng.uniform(0.5e-6, 2e-6, n)  # sqrt(v) from 7e-4 to 1.4e-3: eps / (b x) near 1e-9 at eps = 1e-12
+    m0 = rng.choice([-1.0, 1.0], n) * np.sqrt(v0) * rng.uniform(0.3, 1.0, n)
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
+    params = p0.copy()
+    opt = so.SparseAdam(params, cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(n))
+    for i in range(n):
+        ref_p, _, _, terms = exact_dense(p0[i], m0[i], v0[i], last, k, lr, beta1, beta2, eps, 1.0)
+        err = float(abs(mpmath.mpf(float(params[i])) - ref_p) / ((abs(mpmath.mpf(p0[i])) + terms) * EPS64))
+        assert err <= BOUND_EPS, (i, err)
