@@ -98,6 +98,7 @@ def test_two_processes_sharding_the_table_give_the_same_tables_and_verdicts(torc
         _same(live, _load(name))  # the same tables, bit for bit, as the single process
         assert check(live).verdict == VERDICTS[name]
         for s in kernel_scenarios(live.family):
-            if live.runs[s.name].trajectory is not None:
+            run = live.runs.get(s.name)  # a constant-rate candidate is not run on the schedule scenarios
+            if run is not None and run.trajectory is not None:
                 idle += sum(not np.any(step.row_ids >= 2) for step in s.steps)
     assert idle > 50  # steps on which rank 1 got no id, all checked
