@@ -137,3 +137,19 @@ def test_train_methods_subset_and_refusal(small_problem: dv.Problem) -> None:
         ds.train(short, SCHEDULE, methods=("dense", "dense"))
     with pytest.raises(ValueError, match="methods must be distinct names"):
         ds.train(short, SCHEDULE, methods=("adam",))
+
+
+def test_current_rate_ratios_and_their_plot() -> None:
+    lasts = np.array([5, 25, 60])
+    ratios = ds.current_rate_ratios(SCHEDULE, lasts, 10, beta2=0.99)
+    for s, r in zip(lasts, ratios):
+        assert r == ds.skipped_steps(SCHEDULE, 0.1, 0.01, int(s), int(s) + 11, beta2=0.99).ratio
+    assert ratios[0] > 1.0 > ratios[2]  # inside the warm-up too far, during the cosine short
+    flat = ds.current_rate_ratios(so.schedules.constant(0.01), lasts, 10)
+    np.testing.assert_allclose(flat, 1.0, rtol=1e-14)
+    fig = ds.plot_ratios(lasts, {"warm-up + cosine, gap 10": ratios, "step decay, gap 10": flat})
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log" and [line.get_label() for line in ax.lines[:2]] == [
+        "warm-up + cosine, gap 10", "step decay, gap 10"]
+    assert ax.lines[0].get_linestyle() == "--" and ax.lines[1].get_linestyle() == "-"
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), ratios)

@@ -31,11 +31,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from sparse_opt import DenseAdam, LazyMode, SparseAdamConfig, SparseAdamTable
 from sparse_opt._adam_coasting import AdamCoasting
 from sparse_opt._rates import LearningRate
 from sparse_opt.demos.divergence import Problem, logistic_grad, logistic_loss
+from sparse_opt.demos.figures import finish, new_figure
 from sparse_opt.schedules import lr_at, resolve
 from sparse_opt.sparse_adam import adam_catch_up, sparse_adam_update
 
@@ -125,6 +127,44 @@ def skipped_steps(
     terms = coasting_terms(m, v, last, touch - last - 1, beta1, beta2, eps)
     rates = np.array([lr_at(schedule, j) for j in range(last + 1, touch)])
     return Skipped(exact=-float(np.dot(rates, terms)), current_rate=-lr_at(schedule, touch) * float(terms.sum()))
+
+
+def current_rate_ratios(
+    schedule: Callable[[int], float],
+    lasts: np.ndarray,
+    gap: int,
+    m: float = 0.1,
+    v: float = 0.01,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> np.ndarray:
+    """:attr:`Skipped.ratio` for a coordinate last updated at each step of ``lasts`` and touched ``gap + 1`` steps later.
+
+    The state ``(m, v)`` is the same at every step (by default that of a steady
+    gradient of 0.1), so the ratio shows the schedule alone: 1 where the rate is
+    flat over the gap.
+    """
+    return np.array([skipped_steps(schedule, m, v, int(s), int(s) + gap + 1, beta1, beta2, eps).ratio for s in lasts])
+
+
+def plot_ratios(lasts: np.ndarray, ratios: dict[str, np.ndarray]) -> Figure:
+    """The current-rate catch-up's coasting over dense Adam's, against the step of the last gradient (log scale).
+
+    ``ratios`` maps a curve's label to :func:`current_rate_ratios` at ``lasts``;
+    labels with "step decay" are drawn solid, the others dashed.
+    """
+    fig = new_figure(9.0, 3.6)
+    ax = fig.subplots()
+    for label, ratio in ratios.items():
+        ax.plot(lasts, ratio, label=label, linestyle="-" if "step decay" in label else "--")
+    ax.axhline(1.0, color="0.3", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("step s of the coordinate's last gradient")
+    ax.set_ylabel("current-rate / exact coasting")
+    ax.legend(loc="lower center", ncol=2)
+    ax.grid(alpha=0.3, which="both")
+    return finish(fig)
 
 
 @dataclass(frozen=True)
