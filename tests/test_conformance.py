@@ -112,8 +112,8 @@ def test_scenario_and_step_validation():
         step.row_ids.setflags(write=True)  # the catalogue's arrays are shared: they cannot be made writeable
     with pytest.raises(ValueError, match="family"):
         Scenario("x", "lamb", "p", Hyper(), np.zeros((2, 2)), ())
-    with pytest.raises(ValueError, match="float32"):
-        Scenario("x", "adam", "p", Hyper(), np.zeros((2, 2), np.float16), ())
+    with pytest.raises(ValueError, match="one of \\('float16', 'float32', 'float64'\\), got int64"):
+        Scenario("x", "adam", "p", Hyper(), np.zeros((2, 2), np.int64), ())
     step = Step([2, 0], [[1.0, 2.0], [3.0, 4.0]], [[True, False], [True, True]])
     rows, cols, values = step.entries()
     assert rows.tolist() == [2, 0, 0] and cols.tolist() == [0, 0, 1] and values.tolist() == [1.0, 3.0, 4.0]

@@ -120,7 +120,7 @@ def test_a_kernel_form_candidate_is_judged_on_the_kernel_form_and_its_recording_
     loaded = Recording.load(path)
     assert loaded.form == "kernel"
     assert check(loaded).verdict == report.verdict == ("rowwise_adagrad",)
-    with pytest.raises(ValueError, match=r"_BadForm.form must be 'catalogue' or 'kernel', got 'kernels'"):
+    with pytest.raises(ValueError, match=r"_BadForm.form must be one of 'catalogue', 'kernel', 'half', got 'kernels'"):
         check(_BadForm)
 
 

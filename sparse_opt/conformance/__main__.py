@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("directory", metavar="DIR", help="output directory (created if missing)")
     export.add_argument("--family", choices=FAMILIES, help="only this optimizer family's scenarios")
-    export.add_argument("--form", choices=FORMS, default="catalogue",
-                        help="'kernel': the float32, 4-column twins an embedding kernel can run (default: catalogue)")
+    export.add_argument("--form", choices=[f for f in FORMS if f != "half"], default="catalogue",
+                        help="'kernel': the float32, 4-column twins an embedding kernel can run (default: catalogue; "
+                             "the half form's float16 is not a vector dtype)")
     vectors = sub.add_parser(
         "check-vectors", help="read exported vectors back: verify them, or check a candidate against them",
         description="Without --candidate, re-derive every expected trajectory in DIR with this package; "

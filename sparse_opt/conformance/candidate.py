@@ -35,7 +35,11 @@ A candidate is a class (not an instance: every scenario gets a fresh one) with a
 - Optional ``form``: ``"catalogue"`` (default) or ``"kernel"``, for a candidate
   that runs float32 tables of width 4 only (a production embedding kernel);
   :func:`~sparse_opt.conformance.check` then judges it on the kernel form of
-  the catalogue (:func:`~sparse_opt.conformance.catalogue.kernel_scenarios`).
+  the catalogue (:func:`~sparse_opt.conformance.catalogue.kernel_scenarios`);
+  or ``"half"``: float16 tables of width 4 (fp16 weights, the state the
+  candidate's own), judged on the half form (Adagrad and SGD). A half-form
+  table is read back as float32, not rounded: an entry that is not a float16
+  number is out of tolerance (:mod:`.tolerance`).
 - Optional ``schedules = True``: the candidate takes a learning-rate schedule.
   Step ``t`` (1-based, empty steps count) then uses the rate ``hyper.rate(t)``
   instead of ``hyper.lr``, and a catch-up may ask ``hyper.rate(j)`` for any
@@ -59,6 +63,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from sparse_opt.conformance.case import Scenario, frozen
+from sparse_opt.conformance.catalogue import FORMS
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
 
@@ -97,8 +102,8 @@ def check_candidate(candidate: object) -> type:
 def candidate_form(candidate: type) -> str:
     """The candidate's ``form`` (default ``"catalogue"``); ``ValueError`` naming it when it is not one of the forms."""
     form = getattr(candidate, "form", "catalogue")
-    if form not in ("catalogue", "kernel"):
-        raise ValueError(f"{candidate.__qualname__}.form must be 'catalogue' or 'kernel', got {form!r}")
+    if form not in FORMS:
+        raise ValueError(f"{candidate.__qualname__}.form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
     return str(form)
 
 
@@ -124,7 +129,8 @@ class Run:
     """A candidate's run of one scenario.
 
     Exactly one of: ``trajectory`` (the table after every step, the scenario's
-    dtype), ``skipped`` (why it was not run) or ``error`` (where and with which
+    dtype; float32 for a float16 scenario: as the candidate returned it),
+    ``skipped`` (why it was not run) or ``error`` (where and with which
     exception it stopped). ``observed`` (bool, ``(T, rows)``) says which rows of
     the trajectory were read, for a candidate run as a training loop (``read``);
     ``None`` means every entry was.
@@ -151,6 +157,7 @@ def run(candidate: type, scenario: Scenario) -> Run:
     name, fingerprint = scenario.name, scenario.fingerprint
     check_candidate(candidate)
     dtype, shape, steps = scenario.dtype, scenario.table.shape, scenario.steps
+    kept = np.dtype(np.float32) if dtype == np.float16 else dtype  # a half table is read back unrounded
     if scenario.hyper.schedule and not candidate_schedules(candidate):
         return Run(name, fingerprint, skipped=CONSTANT_ONLY)
     where = "__init__"
@@ -160,14 +167,14 @@ def run(candidate: type, scenario: Scenario) -> Run:
         if not all(s.complete for s in steps) and not hasattr(opt, "step_entries"):
             return Run(name, fingerprint, skipped="takes complete rows only (no step_entries)")
         reads = callable(getattr(opt, "read", None))
-        tables = np.zeros((len(steps),) + shape, dtype=dtype)
+        tables = np.zeros((len(steps),) + shape, dtype=kept)
         observed = np.zeros((len(steps), shape[0]), dtype=bool)
         for t, step in enumerate(steps, 1):
             where = f"step {t}"
             looked = np.unique(step.row_ids)
             if reads and looked.size:
                 what = f"read(rows) before step {t}"
-                got = _rows_of(opt.read(np.array(looked)), (looked.size, shape[1]), dtype, what)
+                got = _rows_of(opt.read(np.array(looked)), (looked.size, shape[1]), kept, what)
                 if t == 1 and not np.array_equal(got, scenario.table[looked]):
                     raise ValueError("read(rows) before the first step is not the initial table")
                 if t > 1:
@@ -178,7 +185,7 @@ def run(candidate: type, scenario: Scenario) -> Run:
                 rows, cols, values = step.entries()
                 opt.step_entries(rows, cols, values.astype(dtype))
             if not reads or t == len(steps):
-                tables[t - 1], observed[t - 1] = _rows_of(opt.table(), shape, dtype, "table()"), True
+                tables[t - 1], observed[t - 1] = _rows_of(opt.table(), shape, kept, "table()"), True
     except NotImplementedError as exc:
         reason = str(exc) or "not supported"
         return Run(name, fingerprint, skipped=reason if where == "__init__" else f"{where}: {reason}")

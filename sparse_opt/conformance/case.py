@@ -24,8 +24,8 @@ import numpy as np
 from sparse_opt._arrays import as_index_array, check_in_range, readonly
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 
-#: Parameter dtypes a scenario may use.
-DTYPES = ("float32", "float64")
+#: Parameter dtypes a scenario may use (float16: the catalogue's half form, float32 state).
+DTYPES = ("float16", "float32", "float64")
 
 
 def frozen(array: np.ndarray) -> np.ndarray:
@@ -87,7 +87,7 @@ class Scenario:
         The semantic point it isolates, one sentence.
     hyper : Hyper
         With a ``schedule``, one rate per step.
-    table : ndarray, shape (rows, cols), float32 or float64
+    table : ndarray, shape (rows, cols), float16, float32 or float64
         The initial parameters; its dtype is the scenario's dtype.
     steps : tuple of Step
     """

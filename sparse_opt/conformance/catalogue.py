@@ -61,6 +61,20 @@ what such kernels need on top: each SGD scenario without momentum
 (``<name>_f32x4_m0``, FBGEMM's ``EXACT_SGD`` has none) and Adagrad with weight
 decay (``adagrad_weight_decay_f32x4``, FBGEMM's decay modes). The catalogue
 proper (:data:`SCENARIOS`) is unchanged.
+
+The *half form* (:data:`HALF_SCENARIOS`, ``scenarios(form="half")``) is the
+kernel form of Adagrad and SGD with float16 tables, ``<name>_f16x4`` (and
+``..._f16x4_m0``): fp16 weights with the optimizer's state in float32, what
+FBGEMM's fp16 CPU kernels run (its Adam is GPU-only). Each reference is
+evaluated as the kit's float16 optimizers compute: state and update in
+float32, the weights rounded to nearest float16 each time they are written
+(:func:`.semantics._grad.working`), and a candidate is judged within
+``HALF_ULPS = 2`` float16 ulps, a float16 table holding float16 numbers only
+(:mod:`.tolerance`). Measured (``tests/test_conformance_half.py``): pairs of
+references that agree agree bit for bit, the closest differing pair is 24.0
+tolerances apart (``sgd_current_rate`` / ``sgd_lazy`` on
+``sgd_schedule_weight_decay_f16x4_m0``), and the pairs told apart are exactly
+those of the kernel form.
 """
 
 from __future__ import annotations
@@ -350,7 +364,7 @@ SCENARIOS: tuple[Scenario, ...] = tuple(_adam() + _adagrad() + _sgd())
 KERNEL_SUFFIX, KERNEL_COLS = "_f32x4", 4
 
 #: Where the candidates' scenarios come from (a candidate's optional ``form``).
-FORMS = ("catalogue", "kernel")
+FORMS = ("catalogue", "kernel", "half")
 
 
 def kernel_form(s: Scenario, suffix: str = KERNEL_SUFFIX, hyper: Hyper | None = None) -> Scenario:
@@ -399,8 +413,34 @@ def _kernel() -> list[Scenario]:
 KERNEL_SCENARIOS: tuple[Scenario, ...] = tuple(_kernel())
 
 
+#: Suffix of a kernel-form scenario's half-precision twin (in place of ``_f32x4``).
+HALF_SUFFIX = "_f16x4"
+#: The families the half form has: the update rules of FBGEMM's fp16 CPU kernels (module docstring).
+HALF_FAMILIES = ("adagrad", "sgd")
+
+
+def half_form(s: Scenario) -> Scenario:
+    """The kernel-form scenario ``s`` with a float16 table: ``<name>_f16x4``, the same steps and hyper-parameters.
+
+    Exact: the kernel form's table entries are ``+-k / 256`` with ``k <= 384``
+    and its gradients ``k / 64`` times a power of two with ``16 <= k <= 64``,
+    9 and 7 significant bits, inside float16's normal range.
+    """
+    if KERNEL_SUFFIX not in s.name or s.dtype != np.float32:
+        raise ValueError(f"{s.name}: the half form is made from a kernel-form scenario (float32, '{KERNEL_SUFFIX}')")
+    table = s.table.astype(np.float16)
+    if not np.array_equal(table, s.table):
+        raise ValueError(f"{s.name}: the table is not exact in float16")
+    point = s.point.replace("(float32, ", "(float16 weights and float32 state, ")
+    return Scenario(s.name.replace(KERNEL_SUFFIX, HALF_SUFFIX), s.family, point, s.hyper, table, s.steps)
+
+
+#: The half-precision kernel form (module docstring): Adagrad's and SGD's kernel-form scenarios in float16.
+HALF_SCENARIOS: tuple[Scenario, ...] = tuple(half_form(s) for s in KERNEL_SCENARIOS if s.family in HALF_FAMILIES)
+
+
 def scenarios(family: str | None = None, form: str = "catalogue", *, schedules: bool = True) -> tuple[Scenario, ...]:
-    """The scenarios of ``family`` (all when ``None``) in ``form`` (``"catalogue"`` or ``"kernel"``), in order.
+    """The scenarios of ``family`` (all when ``None``) in ``form`` (``"catalogue"``, ``"kernel"`` or ``"half"``).
 
     ``schedules=False`` leaves out the scenarios with a learning-rate schedule:
     the default scenarios of a candidate that takes none (:mod:`.candidate`).
@@ -409,7 +449,7 @@ def scenarios(family: str | None = None, form: str = "catalogue", *, schedules: 
         raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-    chosen = SCENARIOS if form == "catalogue" else KERNEL_SCENARIOS
+    chosen = {"catalogue": SCENARIOS, "kernel": KERNEL_SCENARIOS, "half": HALF_SCENARIOS}[form]
     return tuple(s for s in chosen if (family is None or s.family == family) and (schedules or not s.hyper.schedule))
 
 
@@ -419,8 +459,9 @@ def kernel_scenarios(family: str | None = None, *, schedules: bool = True) -> tu
 
 
 def scenario(name: str) -> Scenario:
-    """The scenario called ``name`` (catalogue or kernel form)."""
-    for s in SCENARIOS + KERNEL_SCENARIOS:
+    """The scenario called ``name`` (catalogue, kernel or half form)."""
+    every = SCENARIOS + KERNEL_SCENARIOS + HALF_SCENARIOS
+    for s in every:
         if s.name == name:
             return s
-    raise KeyError(f"no scenario named {name!r}; the names are {[s.name for s in SCENARIOS + KERNEL_SCENARIOS]}")
+    raise KeyError(f"no scenario named {name!r}; the names are {[s.name for s in every]}")

@@ -8,6 +8,7 @@ from run to run: the notebooks print it) and renders as HTML in Jupyter
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 
 from sparse_opt.conformance.tolerance import ROUNDING_LEVEL, Deviation
@@ -18,6 +19,8 @@ class Divergence:
     """The first entry where a candidate leaves a reference's tolerance.
 
     ``step`` counts from 1; the first offending step, then row, then column.
+    In the half form an entry within tolerance that is not a float16 number
+    is out of it too (:mod:`.tolerance`); the text says so.
     """
 
     reference: str
@@ -30,10 +33,11 @@ class Divergence:
     tolerance: float
 
     def __str__(self) -> str:
-        return (
-            f"{self.scenario} step {self.step} row {self.row} col {self.col}: expected {self.expected:.10g}, "
-            f"got {self.got:.10g} (|diff| {abs(self.got - self.expected):.3e} > tolerance {self.tolerance:.3e})"
-        )
+        diff = abs(self.got - self.expected)
+        why = (f"|diff| {diff:.3e} > tolerance {self.tolerance:.3e}" if diff > self.tolerance
+               else "not a float16 number: the weights were not rounded to float16")
+        return (f"{self.scenario} step {self.step} row {self.row} col {self.col}: expected {self.expected:.10g}, "
+                f"got {self.got:.10g} ({why})")
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,15 @@ def _num(x: float) -> str:
     return f"{x:8.1e}"
 
 
+def _unheld(d: Deviation) -> bool:
+    """Out of tolerance only by holding numbers float16 has not (the half form's rule, :mod:`.tolerance`)."""
+    return math.isinf(d.score) and math.isfinite(d.max_abs)
+
+
 def _measures(d: Deviation) -> str:
     """max abs, max rel and ulps in three 8-wide columns, or the rounding bound across them."""
+    if _unheld(d):
+        return f"{'not float16 numbers':>26}"
     if d.max_ulps <= ROUNDING_ULPS:
         return f"{f'<= {ROUNDING_ULPS:g} ulps (rounding)':>26}"
     return f"{_num(d.max_abs)} {_num(d.max_rel)} {_num(d.max_ulps)}"
@@ -85,6 +96,8 @@ def _measures(d: Deviation) -> str:
 
 def _ulps(d: Deviation) -> str:
     """The ulps column of one reference: 8 wide, the rounding bound below :data:`ROUNDING_ULPS`."""
+    if _unheld(d):
+        return f"{'not f16':>8}"
     return f"{f'<={ROUNDING_ULPS:g}':>8}" if d.max_ulps <= ROUNDING_ULPS else _num(d.max_ulps)
 
 
@@ -252,7 +265,9 @@ class Report:
                 if d is None:
                     cells.append("<td style='color:#999'>-</td>")
                     continue
-                if d.max_ulps <= ROUNDING_ULPS:
+                if _unheld(d):
+                    tip = "not float16 numbers: the weights were not rounded to float16"
+                elif d.max_ulps <= ROUNDING_ULPS:
                     tip = f"within {ROUNDING_ULPS:g} ulps: rounding"
                 else:
                     # not the score: its tolerance includes float32 noise measured on this CPU (tolerance.py)

@@ -49,6 +49,34 @@ matter of where the line is drawn. A miss by at most ``ROUNDING_LEVEL = 4`` tole
 the closest bug, is reported as a miss at rounding level (an operation order
 the tolerance does not cover), not as another semantics.
 
+**The half form** (float16 weights, float32 state: ``catalogue.HALF_SCENARIOS``).
+The reference trajectory is the kit's float16 arithmetic itself (float32
+update, weights rounded to nearest float16 where written), not a float64 one,
+and the tolerance is ``HALF_ULPS * spacing_float16(max(|x|, floor))``, two
+float16 ulps (``atol`` 0): a correct float16 optimizer computes the same
+float32 value up to float32 rounding, so it can only land on the other
+float16 neighbour of a write whose value lies within that rounding (or, as
+FBGEMM's ``EXACT_ADAGRAD``, within the rounding of an fp16 update) of a
+midpoint; such a flip moves the entry by one ulp, and in Adagrad and SGD
+without decay the weights do not feed back into the update, so flips add up
+instead of growing. Two ulps allow one flip measured at a coarser ulp than
+the entry's now (an entry that crossed a power of two), or two flips. A
+float16 table holds float16 numbers only: a trajectory entry that is not one
+(the harness reads half-form tables unrounded, in float32) scores infinity,
+whatever its distance: the weights were not rounded.
+
+Measured (``tests/test_conformance_half.py``): the kit's own float16 Adagrad,
+row-wise Adagrad and SGD (``SparseAdagradTable``, ``SparseSgdTable``) match
+their references bit for bit; FBGEMM's ``EXACT_ADAGRAD``, which rounds the
+update to fp16 before subtracting it, is one ulp off in 3 of its 6 scenarios
+(0.5 tolerances); the float16 rounding's own effect (the float16 trajectory
+against the float64 one) reaches 2.75 ulps. On the bug side, an Adagrad
+rounding towards zero instead of to nearest scores 4.5 (its truncations drift
+one way, a fraction of an ulp per write, and cross two ulps at the fifth
+step of ``adagrad_gap_f16x4``), one that does not round at all is caught at its
+first write that float16 cannot hold, and the closest pair of differing
+references is 24 tolerances apart (48 ulps).
+
 The measures reported, over the whole trajectory: ``max_abs = max |y - x|``,
 ``max_rel = max |y - x| / max(|x|, floor)``, ``max_ulps = max |y - x| /
 spacing_D(max(|x|, floor))`` and ``score = max |y - x| / tol`` (a match is
@@ -62,8 +90,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Budget in ulps of the candidate's dtype.
+#: Budget in ulps of the candidate's dtype (float32 and float64).
 ULPS = 32
+#: The half form's budget, in float16 ulps (module docstring: measured, with its margins).
+HALF_ULPS = 2.0
 #: Factor on the reference's own rounding noise, by dtype (module docstring: measured, with its margins).
 SAFETY = {"float32": 128.0, "float64": 8.0}
 #: A miss by at most this many tolerances is reported as at rounding level (see the module docstring).
@@ -154,6 +184,23 @@ class Expected:
             same |= ~observed[:, :, None]
         return np.where(same, 0.0, np.where(np.isfinite(err), err, np.inf))
 
+    def _scores(self, got: np.ndarray, observed: np.ndarray | None = None) -> np.ndarray:
+        """``|got - expected| / tolerance``; infinite where a float16 trajectory holds a number float16 has not.
+
+        (A half-form candidate keeps float16 weights: a read that is not a
+        float16 number is one it forgot to round. Read rows only, as ``_errors``.)
+        """
+        err = self._errors(got, observed)
+        score = err / self.tolerance()
+        if self.dtype == "float16":
+            y = np.asarray(got, dtype=np.float64)
+            with np.errstate(over="ignore", invalid="ignore"):
+                unheld = np.isfinite(y) & (y.astype(np.float16).astype(np.float64) != y)
+            if observed is not None:
+                unheld &= observed[:, :, None]
+            score[unheld] = np.inf
+        return score
+
     def deviation(self, got: np.ndarray, observed: np.ndarray | None = None) -> Deviation:
         """The error measures of ``got`` against this trajectory (on the ``observed`` rows: see ``_errors``)."""
         err = self._errors(got, observed)
@@ -162,12 +209,12 @@ class Expected:
             max_abs=float(err.max()),
             max_rel=float((err / scale).max()),
             max_ulps=float((err / spacing(scale, self.dtype)).max()),
-            score=float((err / self.tolerance()).max()),
+            score=float(self._scores(got, observed).max()),
         )
 
     def first_violation(self, got: np.ndarray, observed: np.ndarray | None = None) -> tuple[int, int, int] | None:
         """``(step, row, col)`` of the first entry out of tolerance (step from 1; row-major within a step), or None."""
-        bad = np.argwhere(self._errors(got, observed) > self.tolerance())
+        bad = np.argwhere(self._scores(got, observed) > 1.0)
         if bad.size == 0:
             return None
         t, r, c = (int(i) for i in bad[0])

@@ -58,7 +58,7 @@ import numpy as np
 from sparse_opt.conformance.case import Scenario, Step, frozen
 from sparse_opt.conformance.hyper import FAMILIES, Hyper
 from sparse_opt.conformance.semantics import adagrad, adam, sgd
-from sparse_opt.conformance.tolerance import SAFETY, Expected, floor_of, noise_in
+from sparse_opt.conformance.tolerance import HALF_ULPS, SAFETY, Expected, floor_of, noise_in
 
 Trajectory = Callable[[np.ndarray, Sequence[Step], Hyper], np.ndarray]
 
@@ -205,14 +205,20 @@ def expected(scenario: Scenario, ref: Reference) -> Expected:
     The reference is evaluated twice, in float64 and in float32; their largest
     difference, scaled to the scenario's dtype, is the reference's rounding
     noise (entries where the float32 evaluation is not finite are left out:
-    they would make the tolerance infinite). Cached per (scenario, reference).
+    they would make the tolerance infinite). A float16 scenario (the half form)
+    is evaluated once, as the kit's float16 optimizers compute (float32 state,
+    the weights rounded to float16 where written), and judged within
+    ``HALF_ULPS`` float16 ulps. Cached per (scenario, reference).
     """
     if not ref.applies_to(scenario):
         raise ValueError(f"reference {ref.name!r} does not apply to scenario {scenario.name!r}")
+    dtype, floor = scenario.dtype.name, floor_of(scenario.table)
     with np.errstate(all="ignore"):  # a semantics that computes 0 / 0 (say eps = 0) gives NaN, as the libraries do
+        if dtype == "float16":
+            half = ref.trajectory(scenario.table, scenario.steps, scenario.hyper).astype(np.float64)
+            return Expected(ref.name, frozen(half), dtype, floor, 0.0, HALF_ULPS)
         exact = ref.trajectory(scenario.table.astype(np.float64), scenario.steps, scenario.hyper)
         rounded = ref.trajectory(scenario.table.astype(np.float32), scenario.steps, scenario.hyper)
         diff = np.abs(rounded - exact)
     noise = float(diff[np.isfinite(diff)].max(initial=0.0))
-    dtype = scenario.dtype.name
-    return Expected(ref.name, frozen(exact), dtype, floor_of(scenario.table), SAFETY[dtype] * noise_in(dtype, noise))
+    return Expected(ref.name, frozen(exact), dtype, floor, SAFETY[dtype] * noise_in(dtype, noise))

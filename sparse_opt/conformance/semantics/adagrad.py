@@ -4,6 +4,10 @@ A zero-gradient step changes neither Adagrad's accumulator nor its parameter, so
 lazy Adagrad *is* dense Adagrad: what tells implementations apart is how they
 treat repeated ids, the step the learning-rate decay counts, and the shape of
 the accumulator.
+
+Each reference computes in the table's dtype; on a float16 table (the half
+form) in float32, with the parameters rounded to float16 each time they are
+written (:func:`._grad.working`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import numpy as np
 
 from sparse_opt.conformance.case import Step
 from sparse_opt.conformance.hyper import Hyper
-from sparse_opt.conformance.semantics._grad import lookups, summed, touched_rows
+from sparse_opt.conformance.semantics._grad import lookups, summed, touched_rows, working
 
 
 def adagrad(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
@@ -27,16 +31,16 @@ def adagrad(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarra
         sum = sum + g**2
         p = p - clr * g / (sqrt(sum) + eps)
     """
-    dt = table.dtype.type
+    p, store = working(table)
+    dt = p.dtype.type
     lr, lr_decay, eps, one = dt(hyper.lr), dt(hyper.lr_decay), dt(hyper.eps), dt(1)
-    p = table.copy()
-    acc = np.full_like(table, hyper.initial_accumulator_value)
+    acc = np.full_like(p, hyper.initial_accumulator_value)
     out = []
     for t, step in enumerate(steps, 1):
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         clr = lr / (one + dt(t - 1) * lr_decay)
         acc[hit] = acc[hit] + g[hit] ** 2
-        p[hit] = p[hit] - clr * g[hit] / (np.sqrt(acc[hit]) + eps)
+        p[hit] = store(p[hit] - clr * g[hit] / (np.sqrt(acc[hit]) + eps))
         out.append(p.copy())
     return np.stack(out)
 
@@ -53,25 +57,25 @@ def sequential_duplicates(table: np.ndarray, steps: Sequence[Step], hyper: Hyper
     (The kernel shards lookups across threads without locking rows: with many
     repeats of a row it races. The scenarios repeat a row at most twice.)
     """
-    dt = table.dtype.type
+    p, store = working(table)
+    dt = p.dtype.type
     lr, eps = dt(hyper.lr), dt(hyper.eps)
-    p = table.copy()
-    acc = np.full_like(table, hyper.initial_accumulator_value)
+    acc = np.full_like(p, hyper.initial_accumulator_value)
     out = []
     for step in steps:
         for r, g in lookups(step, p.dtype, hyper.maximize):
             acc[r] = acc[r] + g * g
-            p[r] = p[r] - lr * g / (np.sqrt(acc[r]) + eps)
+            p[r] = store(p[r] - lr * g / (np.sqrt(acc[r]) + eps))
         out.append(p.copy())
     return np.stack(out)
 
 
 def _rowwise(table: np.ndarray, steps: Sequence[Step], hyper: Hyper, decay: str) -> np.ndarray:
     """Row-wise Adagrad with FBGEMM's weight-decay modes: ``"none"``, ``"l2"`` or ``"decoupled"`` (see the callers)."""
-    dt = table.dtype.type
+    p, store = working(table)
+    dt = p.dtype.type
     lr, lr_decay, eps, wd, one = dt(hyper.lr), dt(hyper.lr_decay), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
-    p = table.copy()
-    acc = np.full(table.shape[0], hyper.initial_accumulator_value, dtype=table.dtype)
+    acc = np.full(p.shape[0], hyper.initial_accumulator_value, dtype=p.dtype)
     out = []
     for t, step in enumerate(steps, 1):
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
@@ -80,9 +84,8 @@ def _rowwise(table: np.ndarray, steps: Sequence[Step], hyper: Hyper, decay: str)
             g[rows] = g[rows] + wd * p[rows]
         clr = lr / (one + dt(t - 1) * lr_decay)
         acc[rows] = acc[rows] + np.sum(g[rows] ** 2, axis=1) / dt(p.shape[1])
-        if decay == "decoupled":
-            p[rows] = p[rows] * (one - clr * wd)
-        p[rows] = p[rows] - (clr / (np.sqrt(acc[rows]) + eps))[:, None] * g[rows]
+        kept = p[rows] * (one - clr * wd) if decay == "decoupled" else p[rows]
+        p[rows] = store(kept - (clr / (np.sqrt(acc[rows]) + eps))[:, None] * g[rows])
         out.append(p.copy())
     return np.stack(out)
 
@@ -150,11 +153,11 @@ def rowwise_counter(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> n
     so the default halflife turns the decay into a growth by ``lr * wd /
     count[r]`` (confirmed on the live CPU kernel).
     """
-    dt = table.dtype.type
+    p, store = working(table)
+    dt = p.dtype.type
     lr, eps, wd, one = dt(hyper.lr), dt(hyper.eps), dt(hyper.weight_decay), dt(1)
-    p = table.copy()
-    acc = np.full(table.shape[0], hyper.initial_accumulator_value, dtype=table.dtype)
-    count = np.zeros(table.shape[0], dtype=table.dtype)
+    acc = np.full(p.shape[0], hyper.initial_accumulator_value, dtype=p.dtype)
+    count = np.zeros(p.shape[0], dtype=p.dtype)
     out = []
     for step in steps:
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
@@ -163,7 +166,7 @@ def rowwise_counter(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> n
         freq = -one / count[rows]
         acc[rows] = acc[rows] + np.sum(g[rows] ** 2, axis=1) / dt(p.shape[1])
         m = lr / (np.sqrt(acc[rows]) + eps)
-        p[rows] = (one - freq * wd * lr)[:, None] * p[rows] - m[:, None] * g[rows]
+        p[rows] = store((one - freq * wd * lr)[:, None] * p[rows] - m[:, None] * g[rows])
         out.append(p.copy())
     return np.stack(out)
 
@@ -177,16 +180,16 @@ def lazy_l2(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarra
 
         g = g + wd * p,   sum = sum + g**2,   p = p - lr * g / (sqrt(sum) + eps)
     """
-    dt = table.dtype.type
+    p, store = working(table)
+    dt = p.dtype.type
     lr, eps, wd = dt(hyper.lr), dt(hyper.eps), dt(hyper.weight_decay)
-    p = table.copy()
-    acc = np.full_like(table, hyper.initial_accumulator_value)
+    acc = np.full_like(p, hyper.initial_accumulator_value)
     out = []
     for step in steps:
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         g[hit] = g[hit] + wd * p[hit]
         acc[hit] = acc[hit] + g[hit] ** 2
-        p[hit] = p[hit] - lr * g[hit] / (np.sqrt(acc[hit]) + eps)
+        p[hit] = store(p[hit] - lr * g[hit] / (np.sqrt(acc[hit]) + eps))
         out.append(p.copy())
     return np.stack(out)
 

@@ -4,6 +4,10 @@ Momentum without dampening or Nesterov; ``weight_decay`` is coupled (added to
 the gradient) as in ``torch.optim.SGD``. The buffer starts at zero, so the first
 buffer is ``g`` (torch clones the first gradient: the same value). ``lr`` is the
 rate of step ``t`` (``hyper.rate(t)``: constant, or the scenario's schedule).
+On a float16 table (the half form) each reference computes in float32 and
+rounds the parameters to float16 each time they are written
+(:func:`._grad.working`): dense SGD every entry every step, the lazy ones the
+touched entries, the current-rate catch-up once per touch and once per read.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 from sparse_opt.conformance.case import Step
 from sparse_opt.conformance.hyper import Hyper
-from sparse_opt.conformance.semantics._grad import lookups, summed
+from sparse_opt.conformance.semantics._grad import lookups, summed, working
 
 
 def _scalars(table: np.ndarray, hyper: Hyper) -> tuple[np.generic, ...]:
@@ -35,14 +39,15 @@ def lazy(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
 
         g = g + wd * p,   buf = momentum * buf + g,   p = p - lr * buf
     """
-    mu, wd = _scalars(table, hyper)
-    p, buf = table.copy(), np.zeros_like(table)
+    p, store = working(table)
+    mu, wd = _scalars(p, hyper)
+    buf = np.zeros_like(p)
     out = []
     for t, step in enumerate(steps, 1):
-        lr = _rate(table, hyper, t)
+        lr = _rate(p, hyper, t)
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         buf[hit] = mu * buf[hit] + (g[hit] + wd * p[hit])
-        p[hit] = p[hit] - lr * buf[hit]
+        p[hit] = store(p[hit] - lr * buf[hit])
         out.append(p.copy())
     return np.stack(out)
 
@@ -55,14 +60,15 @@ def dense(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.ndarray:
 
         g = g + wd * p,   buf = momentum * buf + g,   p = p - lr * buf
     """
-    mu, wd = _scalars(table, hyper)
-    p, buf = table.copy(), np.zeros_like(table)
+    p, store = working(table)
+    mu, wd = _scalars(p, hyper)
+    buf = np.zeros_like(p)
     out = []
     for t, step in enumerate(steps, 1):
-        lr = _rate(table, hyper, t)
+        lr = _rate(p, hyper, t)
         g, _ = summed(step, p.shape, p.dtype, hyper.maximize)
         buf = mu * buf + (g + wd * p)
-        p = p - lr * buf
+        p = store(p - lr * buf)
         out.append(p.copy())
     return np.stack(out)
 
@@ -80,14 +86,15 @@ def sequential_duplicates(table: np.ndarray, steps: Sequence[Step], hyper: Hyper
     ``accum = accum * momentum - lr * g``, ``p = p + accum``: the same map up to
     rounding while ``lr`` is constant.)
     """
-    mu, _ = _scalars(table, hyper)
-    lr = table.dtype.type(hyper.lr)  # constant rates only (the reference does not apply to schedule scenarios)
-    p, buf = table.copy(), np.zeros_like(table)
+    p, store = working(table)
+    mu, _ = _scalars(p, hyper)
+    lr = p.dtype.type(hyper.lr)  # constant rates only (the reference does not apply to schedule scenarios)
+    buf = np.zeros_like(p)
     out = []
     for step in steps:
         for r, g in lookups(step, p.dtype, hyper.maximize):
             buf[r] = buf[r] * mu + g
-            p[r] = p[r] - lr * buf[r]
+            p[r] = store(p[r] - lr * buf[r])
         out.append(p.copy())
     return np.stack(out)
 
@@ -132,16 +139,17 @@ def current_rate(table: np.ndarray, steps: Sequence[Step], hyper: Hyper) -> np.n
     this is :func:`dense`, bit for bit: the reference applies to the scenarios
     with a schedule only.
     """
-    mu, wd = _scalars(table, hyper)
-    p, buf = table.copy(), np.zeros_like(table)
+    p, store = working(table)
+    mu, wd = _scalars(p, hyper)
+    buf = np.zeros_like(p)
     last = np.zeros(table.shape, dtype=np.int64)
     out = []
     for t, step in enumerate(steps, 1):
-        lr = _rate(table, hyper, t)
+        lr = _rate(p, hyper, t)
         g, hit = summed(step, p.shape, p.dtype, hyper.maximize)
         cp, cbuf = _coast((p, buf), np.where(hit, last, t - 1), t - 1, lr, hyper)
         buf[hit] = mu * cbuf[hit] + (g[hit] + wd * cp[hit])
-        p[hit] = cp[hit] - lr * buf[hit]
+        p[hit] = store(cp[hit] - lr * buf[hit])
         last[hit] = t
-        out.append(_coast((p, buf), last, t, _rate(table, hyper, min(t + 1, len(steps))), hyper)[0])
+        out.append(store(_coast((p, buf), last, t, _rate(p, hyper, min(t + 1, len(steps))), hyper)[0]))
     return np.stack(out)
