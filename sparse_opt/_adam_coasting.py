@@ -100,9 +100,14 @@ geometric in ``i``, so the blocks there are one universal block scaled by
 ``beta1**i``, and the moments of the steps far below eps closed-form geometric
 sums: that would make the per-``s`` work independent of beta1 too (not done).
 The bias corrections ``1 - beta**j`` are torch's (Python's correctly rounded
-power, then the subtraction; tabled by step up to ``1 - beta**j = 1/2``):
-numpy's vectorised power can be an ulp off, and with ``beta1 = 0.99999`` at
-step 4 the subtraction raises that to 3e-12.
+power, then the subtraction, up to ``1 - beta**j = 1/2``): numpy's vectorised
+power can be an ulp off, and with ``beta1 = 0.99999`` at step 4 the subtraction
+raises that to 3e-12. They and the powers ``beta1**i``, ``beta2**(i/2)`` come
+from tables by step shared by every optimizer of the process with the same
+betas (:func:`_table`: at most ``MAX_BIAS_TABLE`` values, 8 MiB, each), filled
+once by the first catch-up that reaches a step; a window's weights are then
+gathers and a few multiplies per step, and its blocks are runs of steps cut
+where ``b`` crosses a power of ``BLOCK_RATIO`` (``b`` decreases along a window).
 
 **Replaying dense Adam's own operations** (the fallback), where neither of the
 above applies: ``eps = 0`` with no window (``rho_{N-1} >= 1``: the replay keeps
@@ -146,6 +151,7 @@ dense recursions; the expansion and the bounds are this kit's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -162,8 +168,12 @@ RECENT_ANCHOR = 64
 
 #: Largest ratio of the ``b_i`` of the dormant steps one Chebyshev block of the direct sum covers.
 BLOCK_RATIO = 2.0
-#: Longest table of bias corrections ``1 - beta**j`` by step (see AdamCoasting._bias_correction).
+#: Longest table by step (bias corrections ``1 - beta**j``, powers ``beta**i``; see AdamCoasting._table).
 MAX_BIAS_TABLE = 1 << 20
+#: Values a table by step (:meth:`AdamCoasting._table`) is grown by at a time.
+TABLE_CHUNK = 1 << 12
+#: The tables by step of :meth:`AdamCoasting._table`, shared by every optimizer of the process.
+_TABLES: dict[tuple, np.ndarray] = {}
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -215,7 +225,6 @@ class AdamCoasting:
         # u_n(j) == 1 to rounding from this step on
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         self._recent_step = -1
-        self._bias_tables: dict[float, np.ndarray] = {}
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self.rho[:, None] ** np.arange(max(self.window, 1), dtype=np.float64) if self.window else None
         size = min(self.settled, MAX_TABLE)
@@ -579,33 +588,34 @@ class AdamCoasting:
         owner = np.repeat(np.arange(s.size), count_steps)
         first = np.cumsum(count_steps) - count_steps
         i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1
-        fi = i.astype(np.float64)
         steps = s[owner] + i
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            a = self.decay1**fi / self._bias_correction(self.beta1, steps)
-            b = self.decay2 ** (fi / 2) / np.sqrt(self._bias_correction(self.beta2, steps))
-            w = self.c ** (k[owner] - i).astype(np.float64) * a
+            a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
+            b = self._powers(self.decay2, 0.5, i) / self._bias_correction(self.beta2, steps, root=True)
+            w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
         const = np.bincount(owner[flat], weights=w[flat], minlength=s.size)
         keep = ~flat & (w > 0)
         owner, b, w = owner[keep], b[keep], w[keep]
-        top = np.zeros(s.size)
-        np.maximum.at(top, owner, b)
+        # the kept terms of a window are contiguous and their b decreases with i, so its blocks (levels of b
+        # below the window's largest) are runs: cut where the window or the level changes
+        cut = np.flatnonzero(np.diff(owner)) + 1 if owner.size else np.zeros(0, np.int64)
+        heads = np.concatenate(([0], cut)) if owner.size else cut
+        top = np.maximum.reduceat(b, heads) if owner.size else np.zeros(0)
         with np.errstate(divide="ignore"):
-            level = np.floor(np.log(top[owner] / b) / math.log(BLOCK_RATIO)).astype(np.int64)
-        key = owner * (int(level.max()) + 1 if level.size else 1) + level
-        keys, blk = np.unique(key, return_inverse=True)
-        blk = blk.reshape(-1)
-        nb = keys.size
-        blk_owner = owner[np.unique(blk, return_index=True)[1]] if nb else np.zeros(0, np.int64)
+            level = np.floor(np.log(np.repeat(top, np.diff(np.append(heads, owner.size))) / b) / math.log(BLOCK_RATIO))
+        new_block = np.ones(owner.size, dtype=bool)
+        new_block[1:] = (owner[1:] != owner[:-1]) | (level[1:] != level[:-1])
+        starts = np.flatnonzero(new_block)
+        blk = np.cumsum(new_block) - 1
+        nb = starts.size
+        blk_owner = owner[starts]
         count = np.bincount(blk_owner, minlength=s.size)
         start = np.cumsum(count) - count
-        b_c = np.zeros(nb)
-        np.maximum.at(b_c, blk, b)
+        b_c = np.maximum.reduceat(b, starts) if nb else np.zeros(0)
         e = 1.0 - b / b_c[blk]  # in [0, 1 / 2): the block's poles t = 1 / e lie beyond 2
-        e_max = np.zeros(nb)
-        np.maximum.at(e_max, blk, e)
+        e_max = np.maximum.reduceat(e, starts) if nb else np.zeros(0)
         with np.errstate(invalid="ignore"):  # eps = 0: t = 1 for every x
             t_lo, t_hi = (bx / (bx + self.eps) for bx in (b_c * x_min[blk_owner], b_c * x_max[blk_owner]))
         t_lo = np.where(np.isnan(t_lo), 1.0, t_lo)
@@ -618,34 +628,36 @@ class AdamCoasting:
         values = np.empty((nb, terms))
         for q in range(terms):
             node = t_mid + t_half * math.cos(theta[q])
-            values[:, q] = np.bincount(blk, weights=w / (1.0 - e * node[blk]), minlength=nb)
+            values[:, q] = np.add.reduceat(w / (1.0 - e * node[blk]), starts) if nb else 0.0
         coef = values @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
         coef[:, 0] /= 2
         return const, start, count, b_c, t_mid, t_half, coef, needed
 
-    def _bias_correction(self, beta: float, steps: np.ndarray) -> np.ndarray:
-        """``1 - beta**j`` for the int64 steps ``j >= 1`` as torch computes it: Python's correctly rounded power, then 1 - it.
+    def _bias_correction(self, beta: float, steps: np.ndarray, root: bool = False) -> np.ndarray:
+        """``1 - beta**j`` (or its square root) for the int64 steps ``j >= 1``, as torch computes it.
 
-        numpy's vectorised power can be an ulp off, and where ``beta**j`` is
-        close to 1 the subtraction raises that to ``eps / (1 - beta**j)``
-        relative (3e-12 for beta1 = 0.99999 at step 4). Up to the step where
-        ``1 - beta**j`` reaches 1/2 (``0.7 / (1 - beta)`` steps, at most
-        ``MAX_BIAS_TABLE``) the values come from a table by step, filled once
-        with :func:`math.pow`; beyond, the subtraction at most doubles numpy's
-        rounding.
+        Torch takes Python's correctly rounded power, then ``1 -`` it. numpy's
+        vectorised power can be an ulp off, and where ``beta**j`` is close to 1
+        the subtraction raises that to ``eps / (1 - beta**j)`` relative (3e-12
+        for beta1 = 0.99999 at step 4). Up to the step where ``1 - beta**j``
+        reaches 1/2 (``0.7 / (1 - beta)`` steps) the values are filled with
+        :func:`math.pow`; beyond, with numpy's power, where the subtraction at
+        most doubles its rounding. Both are tabled by step up to
+        ``MAX_BIAS_TABLE`` (:meth:`_table`); later steps are computed per call.
         """
-        table = self._bias_tables.get(beta)
-        if table is None:
-            size = min(_steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
-            table = np.array([1.0 - math.pow(beta, n) for n in range(size + 1)])
-            self._bias_tables[beta] = table
-        out = np.empty(steps.shape)
-        near = steps < table.size
-        out[near] = table[steps[near]]
-        far = ~near
-        if far.any():
-            out[far] = 1.0 - np.power(beta, steps[far].astype(np.float64))
-        return out
+        near = min(_steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
+
+        def fill(n: np.ndarray) -> np.ndarray:
+            out = 1.0 - np.power(beta, n.astype(np.float64))
+            exact = n < near
+            out[exact] = [1.0 - math.pow(beta, j) for j in n[exact].tolist()]
+            return np.sqrt(out) if root else out
+
+        return _table(("bias", beta, root), fill, steps)
+
+    def _powers(self, base: float, scale: float, n: np.ndarray) -> np.ndarray:
+        """``base ** (scale * n)`` for the int64 ``n >= 0``, tabled (:meth:`_table`)."""
+        return _table(("power", base, scale), lambda j: np.power(base, scale * j.astype(np.float64)), n)
 
     def _block_window(self, s: np.ndarray, x_max: np.ndarray) -> np.ndarray:
         """Dormant steps after which the rest of the coasting is below ``tol / 4`` of its first term, for ``x <= x_max``.
@@ -755,6 +767,35 @@ class AdamCoasting:
         elif self.c != 1.0:
             p *= (self.c ** rest.astype(np.float64)).astype(self.dtype)
         return p
+
+
+def _table(key: tuple, fill: Callable[[np.ndarray], np.ndarray], n: np.ndarray) -> np.ndarray:
+    """``fill(n)`` for the int64 ``n >= 0``, from a table by ``n`` kept under ``key`` up to ``MAX_BIAS_TABLE``.
+
+    The tables (:data:`_TABLES`) depend on ``key`` and ``n`` alone, so every
+    optimizer of the process with the same betas shares them: a step's
+    value is computed once, by the first catch-up that reaches it. A table
+    grows in whole chunks of ``TABLE_CHUNK`` values, each filled by one call
+    of ``fill`` on its aligned range: a value's bits depend on ``n`` alone,
+    never on which values were asked for before (numpy's vectorised kernels
+    may round a value by its position in the array), so an optimizer
+    restored from a checkpoint computes what one that never stopped does.
+    Values beyond the table are computed per call.
+    """
+    table = _TABLES.get(key, np.zeros(0))
+    top = int(n.max()) + 1 if n.size else 0
+    wanted = min(top, MAX_BIAS_TABLE)
+    if wanted > table.size:
+        size = min(-(-wanted // TABLE_CHUNK) * TABLE_CHUNK, MAX_BIAS_TABLE)
+        table = np.concatenate([table, fill(np.arange(table.size, size, dtype=np.int64))])
+        _TABLES[key] = table
+    if top <= table.size:
+        return table[n]
+    out = np.empty(n.shape)
+    inside = n < table.size
+    out[inside] = table[n[inside]]
+    out[~inside] = fill(n[~inside])
+    return out
 
 
 def _discounted_sums(rho: np.ndarray, u: np.ndarray) -> np.ndarray:
