@@ -324,6 +324,97 @@ def test_sweep_with_weight_decay_matches_train_and_decays(small_problem: dv.Prob
         assert not np.array_equal(runs[0.05].tables[name], plain.tables[name])
 
 
+def test_sweep_grid_is_one_training_run_per_setting_bit_for_bit(small_problem: dv.Problem) -> None:
+    # rates and AdamW decays side by side in one stacked run: train()'s bits at each (lr, wd), in the order given
+    settings = [(0.05, 2.0), (0.02, 0.0), (0.05, 0.0)]
+    lines: list[str] = []
+    runs = dv.sweep_grid(small_problem, settings, eval_every=40, report=lines.append)
+    assert list(runs) == settings
+    for lr, wd in settings:
+        assert (runs[lr, wd].lr, runs[lr, wd].weight_decay) == (lr, wd)
+        _assert_runs_identical(runs[lr, wd], dv.train(small_problem, lr=lr, weight_decay=wd, eval_every=40))
+    # the decays differ, so the report names the middle setting's decay too
+    assert lines and all("at lr 0.02, weight decay 0," in line for line in lines)
+    with pytest.raises(ValueError, match="settings must be distinct"):
+        dv.sweep_grid(small_problem, [(0.01, 0.0), (0.01, 0.0)])
+    with pytest.raises(ValueError, match="at least one"):
+        dv.sweep_grid(small_problem, [])
+
+
+def _grid_runs(valid: dict[str, dict[tuple[float, float], list[float]]]) -> dict[tuple[float, float], dv.Run]:
+    # valid[method][(lr, wd)] = per-seed final validation losses; test loss = validation loss + 0.1
+    runs = {}
+    for key in valid["dense"]:
+        losses = {name: np.array(valid[name][key])[:, None].repeat(2, axis=1) for name in dv.METHODS}
+        runs[key] = dv.Run(
+            lr=key[0], beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=key[1], eval_steps=np.array([0, 10]),
+            valid_loss=losses, test_loss={name: losses[name][:, -1] + 0.1 for name in dv.METHODS},
+            divergence={}, max_difference={}, tables={}, work={},
+        )  # fmt: skip
+    return runs
+
+
+def test_choose_settings_and_weight_decay_study_by_hand() -> None:
+    keys = [(lr, wd) for lr in (0.01, 0.1, 1.0) for wd in (0.0, 0.5, 2.0)]
+    grid = {key: [1.0, 1.0] for key in keys}
+    dense = {**grid, (0.1, 0.5): [0.2, 0.4], (0.1, 0.0): [0.5, 0.5], (1.0, 0.0): [0.6, 0.6]}
+    lazy = {**grid, (1.0, 0.5): [0.5, 0.7], (0.1, 0.0): [0.55, 0.75], (0.01, 2.0): [0.62, 0.62]}
+    dd = {**grid, (0.01, 0.0): [0.9, 0.9]}  # no decay is its best, at the smallest rate
+    runs = _grid_runs({"lazy": lazy, "dormancy_decay": dd, "dense_equivalent": dense, "dense": dense})
+    assert dv.choose_settings(runs) == {
+        "lazy": (1.0, 0.5), "dormancy_decay": (0.01, 0.0), "dense_equivalent": (0.1, 0.5), "dense": (0.1, 0.5),
+    }  # fmt: skip
+    assert dv.choose_settings(runs, 0.0)["lazy"] == (0.1, 0.0)
+    assert dv.choose_settings(runs, 0.0)["dense"] == (0.1, 0.0)
+    with pytest.raises(ValueError, match="no setting with weight decay 3.0"):
+        dv.choose_settings(runs, 3.0)
+    study = dv.weight_decay_study(runs)
+    lazy_r, dd_r, dense_r = study["lazy"], study["dormancy_decay"], study["dense"]
+    # lazy's lr 1.0 is the grid's largest rate: not interior; dense's (0.1, 0.5) is
+    assert (lazy_r.interior, dd_r.interior, dense_r.interior) == (False, False, True)
+    assert (lazy_r.setting, lazy_r.without) == ((1.0, 0.5), (0.1, 0.0))
+    np.testing.assert_allclose(lazy_r.test_minus_dense, [0.3, 0.3])  # 0.6, 0.8 against dense's 0.3, 0.5
+    np.testing.assert_allclose(lazy_r.without_minus_dense, [0.05, 0.25])  # 0.65, 0.85 against 0.6, 0.6
+    np.testing.assert_allclose(lazy_r.decay_gain, [0.05, 0.05])
+    np.testing.assert_allclose(dense_r.decay_gain, [0.3, 0.1])
+    np.testing.assert_array_equal(dd_r.decay_gain, [0.0, 0.0])
+    table = dv.format_weight_decay_study(study)
+    assert "LAZY      1, 0.5   | +0.3000 [+0.3000, +0.3000]" in table
+    assert "+0.1500 [+0.0500, +0.2500]" in table and "+0.2000 [+0.1000, +0.3000]" in table
+    assert "-0.0000" not in table
+    with pytest.raises(ValueError, match="full grid"):
+        dv.weight_decay_study({k: v for k, v in runs.items() if k != (1.0, 2.0)})
+    with pytest.raises(ValueError, match="0 among the decays"):
+        dv.weight_decay_study({k: v for k, v in runs.items() if k[1] != 0.0})
+
+
+def test_row_rms_by_gap_by_hand() -> None:
+    # mean gaps 1, 2.5, 5, never: buckets 1-3 (rows 0, 1), 3-10 (row 2); row 3 (never touched) is left out
+    p = _hand_problem()
+    table = np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 1.0], [9.0, 9.0]])
+    out = dv.row_rms_by_gap({"a": table}, p, edges=(1.0, 3.0, 10.0, np.inf))
+    assert out["labels"] == ["1-3", "3-10", ">= 10"]
+    np.testing.assert_array_equal(out["rows"], [[2, 1, 0]])
+    np.testing.assert_allclose(out["rms"]["a"], [[np.sqrt(25 / 4), 1.0, np.nan]])
+
+
+def test_format_rows_by_gap_by_hand() -> None:
+    p = _hand_problem()
+    edges = (1.0, 3.0, 10.0, np.inf)
+    dense = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 3.0]])
+    lazy = dense * 2.0
+    rms = dv.row_rms_by_gap({"start": p.init, "lazy": lazy, "dense": dense}, p, edges)
+    loss = dv.held_out_loss_by_gap({"lazy": lazy, "dense": dense}, p, edges)
+    lines = dv.format_rows_by_gap(rms, loss, ["lazy"]).splitlines()
+    assert "root mean square of the entries" in lines[0] and "loss minus dense Adam's" in lines[0]
+    assert lines[1].split() == ["mean", "gap", "rows", "|", "start", "LAZY", "dense", "Adam", "pairs", "LAZY"]
+    # bucket 1-3: rows 0 and 1, entries (1, 0), (2, 0) -> rms sqrt(5 / 4); one test pair, (0, 1) with label 1
+    behind = np.logaddexp(0, 8.0) - 8.0 - (np.logaddexp(0, 2.0) - 2.0)
+    assert lines[2].split() == ["1-3", "2", "|", "0.00", f"{2 * np.sqrt(5 / 4):.2f}", f"{np.sqrt(5 / 4):.2f}", "1",
+                                f"{behind:+.4f}"]  # fmt: skip
+    assert lines[4].split()[:4] == [">=", "10", "0", "|"] and lines[4].split()[4:7] == ["nan"] * 3
+
+
 def test_sweep_refuses_bad_arguments_before_training(small_problem: dv.Problem) -> None:
     with pytest.raises(ValueError, match="lrs must be distinct"):
         dv.sweep(small_problem, [0.01, 0.01])

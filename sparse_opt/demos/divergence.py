@@ -180,7 +180,8 @@ def make_problem(
         The teacher's entries are normal with variance ``teacher_scale / sqrt(dim)``,
         so its logits ``T[a] . T[b]`` have standard deviation about ``teacher_scale``.
     init_scale : float
-        Standard deviation of the initial table's entries.
+        Standard deviation of the initial table's entries (``torch.nn.Embedding``
+        starts its tables at 1).
 
     Returns
     -------
@@ -553,18 +554,8 @@ def sweep(
 
     The result is :func:`train`'s at each rate, bit for bit (tested), but each
     step costs one gradient computation for every method, rate and seed
-    together instead of one per method and rate. Every method's table is
-    stacked over the rates: rate ``lrs[l]`` owns rows ``l * R .. (l + 1) * R - 1``
-    (``R = num_seeds * num_rows``, the stacked seeds of :class:`Problem`), and
-    the four methods' stacks sit one after another in a single array, so one
-    :func:`logistic_grad` call over all of them gives every block its own
-    gradient (blocks never share a row). The gradient is then cut at the block
-    boundaries and each block is stepped by the kit's own code with its own
-    learning rate: :class:`~sparse_opt.DenseAdam` over the block for dense
-    Adam, and the functional cores :func:`~sparse_opt.sparse_adam.sparse_adam_update`
-    and :func:`~sparse_opt.sparse_adam.adam_catch_up` (with ``last_step`` kept
-    as one int64 per row) for the lazy modes, with the rows and arguments
-    :class:`~sparse_opt.SparseAdamTable` would pass them.
+    together instead of one per method and rate (:func:`sweep_grid`, with
+    every rate at the same ``weight_decay``).
 
     Parameters
     ----------
@@ -592,51 +583,110 @@ def sweep(
     lrs = tuple(float(lr) for lr in lrs)
     if not lrs or len(set(lrs)) != len(lrs):
         raise ValueError(f"lrs must be distinct and at least one, got {lrs}")
+    runs = sweep_grid(problem, [(lr, weight_decay) for lr in lrs], beta1, beta2, eps, eval_every, report)
+    return {lr: runs[lr, float(weight_decay)] for lr in lrs}
+
+
+def sweep_grid(
+    problem: Problem,
+    settings: Sequence[tuple[float, float]],
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    eval_every: int = 500,
+    report: Callable[[str], None] | None = None,
+) -> dict[tuple[float, float], Run]:
+    """:func:`train` at every ``(lr, weight_decay)`` of ``settings`` at once, in one stacked, vectorised run.
+
+    The result is :func:`train`'s at each setting, bit for bit (tested), but
+    each step costs one gradient computation for every method, setting and
+    seed together instead of one per method and setting. Every method's table
+    is stacked over the settings: setting ``settings[l]`` owns rows
+    ``l * R .. (l + 1) * R - 1`` (``R = num_seeds * num_rows``, the stacked
+    seeds of :class:`Problem`), and the four methods' stacks sit one after
+    another in a single array, so one :func:`logistic_grad` call over all of
+    them gives every block its own gradient (blocks never share a row). The
+    gradient is then cut at the block boundaries and each block is stepped by
+    the kit's own code with its own learning rate and weight decay:
+    :class:`~sparse_opt.DenseAdam` over the block for dense Adam, and the
+    functional cores :func:`~sparse_opt.sparse_adam.sparse_adam_update` and
+    :func:`~sparse_opt.sparse_adam.adam_catch_up` (with ``last_step`` kept as
+    one int64 per row) for the lazy modes, with the rows and arguments
+    :class:`~sparse_opt.SparseAdamTable` would pass them.
+
+    Parameters
+    ----------
+    problem : Problem
+    settings : sequence of (float, float)
+        Distinct ``(lr, weight_decay)`` pairs; ``weight_decay`` is AdamW's
+        decoupled decay.
+    beta1, beta2, eps : float
+        As for :func:`train`, shared by every setting.
+    eval_every : int
+        Steps between evaluations.
+    report : callable, optional
+        Called with a line of text at four evaluations a quarter of the run
+        apart: the step, and each method's validation loss then at the middle
+        setting of ``settings`` (mean over seeds).
+
+    Returns
+    -------
+    dict of (float, float) to Run
+        Keyed by ``(lr, weight_decay)``, in the order of ``settings``.
+        ``Work.seconds`` is the stacked run's time per method (its optimizer
+        calls, plus a quarter of the shared gradient computation) divided by
+        the number of settings.
+    """
+    settings = tuple((float(lr), float(wd)) for lr, wd in settings)
+    if not settings or len(set(settings)) != len(settings):
+        raise ValueError(f"settings must be distinct and at least one, got {settings}")
     configs = {
-        (name, lr): SparseAdamConfig(
-            lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, mode=LazyMode(name)
+        (name, setting): SparseAdamConfig(
+            lr=setting[0], beta1=beta1, beta2=beta2, eps=eps, weight_decay=setting[1], mode=LazyMode(name)
         )
         for name in LAZY_MODES
-        for lr in lrs
+        for setting in settings
     }
     if eval_every < 1:
         raise ValueError(f"eval_every must be at least 1, got {eval_every}")
-    num_lrs, size, dim, seeds = len(lrs), problem.init.shape[0], problem.dim, problem.num_seeds
+    num_settings, size, dim, seeds = len(settings), problem.init.shape[0], problem.dim, problem.num_seeds
     num_steps = problem.num_steps
-    # block b = (method i, rate l) owns rows b * size .. (b + 1) * size - 1 of `stack`
-    blocks = len(METHODS) * num_lrs
+    # block b = (method i, setting l) owns rows b * size .. (b + 1) * size - 1 of `stack`
+    blocks = len(METHODS) * num_settings
     stack = np.tile(problem.init, (blocks, 1))
 
     def rows_of(b: int) -> slice:
         return slice(b * size, (b + 1) * size)
 
     tables = {
-        name: [stack[rows_of(i * num_lrs + l)] for l in range(num_lrs)] for i, name in enumerate(METHODS)
+        name: [stack[rows_of(i * num_settings + l)] for l in range(num_settings)] for i, name in enumerate(METHODS)
     }
-    moments = {name: [(np.zeros((size, dim)), np.zeros((size, dim))) for _ in lrs] for name in LAZY_MODES}
-    last_step = {name: [np.zeros(size, dtype=np.int64) for _ in lrs] for name in LAZY_MODES}
-    coastings = [  # as SparseAdamTable in DENSE_EQUIVALENT mode makes its own, one per rate
+    moments = {name: [(np.zeros((size, dim)), np.zeros((size, dim))) for _ in settings] for name in LAZY_MODES}
+    last_step = {name: [np.zeros(size, dtype=np.int64) for _ in settings] for name in LAZY_MODES}
+    coastings = [  # as SparseAdamTable in DENSE_EQUIVALENT mode makes its own, one per setting
         AdamCoasting(c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, stack.dtype)
-        for c in (configs["dense_equivalent", lr] for lr in lrs)
+        for c in (configs["dense_equivalent", setting] for setting in settings)
     ]
     dense_opts = [
-        DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
-        for t, lr in zip(tables["dense"], lrs)
+        DenseAdam(t, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd)
+        for t, (lr, wd) in zip(tables["dense"], settings)
     ]
-    dense_first = len(METHODS) - 1  # dense Adam's blocks start at block dense_first * num_lrs
-    dense_grad = np.zeros((num_lrs * size, dim))
+    dense_first = len(METHODS) - 1  # dense Adam's blocks start at block dense_first * num_settings
+    dense_grad = np.zeros((num_settings * size, dim))
     offsets = np.arange(blocks, dtype=np.int64) * size
     bounds = np.arange(blocks + 1, dtype=np.int64) * size
 
     eval_steps = np.unique(np.r_[np.arange(0, num_steps, eval_every), num_steps]).astype(np.int64)
-    valid = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in METHODS}
-    divergence = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in LAZY_MODES}
-    max_diff = {name: [np.empty((seeds, eval_steps.size)) for _ in lrs] for name in LAZY_MODES}
+    valid = {name: [np.empty((seeds, eval_steps.size)) for _ in settings] for name in METHODS}
+    divergence = {name: [np.empty((seeds, eval_steps.size)) for _ in settings] for name in LAZY_MODES}
+    max_diff = {name: [np.empty((seeds, eval_steps.size)) for _ in settings] for name in LAZY_MODES}
     stepped = dict.fromkeys(METHODS, 0)
     seconds = dict.fromkeys(METHODS, 0.0)
     dormant = caught_rows = 0
     reports = {int(eval_steps[(eval_steps.size - 1) * q // 4]) for q in range(1, 5)}  # evaluations, a quarter apart
-    middle = num_lrs // 2  # reported: the middle rate of the grid, a stable one (training at the largest may not be)
+    middle = num_settings // 2  # reported: the middle setting, a stable one (training at the largest rate may not be)
+    lr_mid, wd_mid = settings[middle]
+    at = f"lr {lr_mid:g}" if len({wd for _, wd in settings}) == 1 else f"lr {lr_mid:g}, weight decay {wd_mid:g}"
     next_eval = 0
     de = METHODS.index("dense_equivalent")
 
@@ -655,7 +705,7 @@ def sweep(
 
     for k in range(num_steps + 1):
         if k == eval_steps[next_eval]:
-            for l in range(num_lrs):
+            for l in range(num_settings):
                 catch_up_all(l, k)
                 _evaluate(
                     problem,
@@ -669,7 +719,7 @@ def sweep(
         if report is not None and k in reports:
             means = "; ".join(f"{LABELS[name]} {valid[name][middle][:, next_eval - 1].mean():.3f}" for name in METHODS)
             report(
-                f"step {k:>6d} of {num_steps}: validation loss at lr {lrs[middle]:g}, "
+                f"step {k:>6d} of {num_steps}: validation loss at {at}, "
                 f"mean over seeds: {means}"
             )
         if k == num_steps:
@@ -681,7 +731,7 @@ def sweep(
         caught_rows += int(stale.sum())
         dormant += int((k - last[stale]).sum())
         start = time.perf_counter()
-        for l in range(num_lrs):  # DENSE_EQUIVALENT: catch_up(ids) before the lookup
+        for l in range(num_settings):  # DENSE_EQUIVALENT: catch_up(ids) before the lookup
             de_catch_up(l, ids, k)
         seconds["dense_equivalent"] += time.perf_counter() - start
         start = time.perf_counter()
@@ -694,19 +744,19 @@ def sweep(
         for i, name in enumerate(METHODS):
             start = time.perf_counter()
             if name == "dense":
-                lo, hi = cut[dense_first * num_lrs], cut[-1]
-                touched = rows[lo:hi] - dense_first * num_lrs * size
+                lo, hi = cut[dense_first * num_settings], cut[-1]
+                touched = rows[lo:hi] - dense_first * num_settings * size
                 dense_grad[touched] = values[lo:hi]
                 for b, opt in enumerate(dense_opts):
                     opt.step(dense_grad[rows_of(b)])
                 dense_grad[touched] = 0.0
                 stepped[name] += tables[name][0].size
             else:
-                for l in range(num_lrs):
-                    b = i * num_lrs + l
+                for l in range(num_settings):
+                    b = i * num_settings + l
                     index = rows[cut[b] : cut[b + 1]] - b * size
                     m, v = moments[name][l]
-                    c = configs[name, lrs[l]]
+                    c = configs[name, settings[l]]
                     previous = None if c.mode is LazyMode.LAZY else last_step[name][l][index]
                     sparse_adam_update(
                         tables[name][l], m, v, previous, index, values[cut[b] : cut[b + 1]], step=k + 1,
@@ -714,17 +764,17 @@ def sweep(
                         maximize=c.maximize, mode=c.mode, coasting=coastings[l] if i == de else None,
                     )  # fmt: skip
                     last_step[name][l][index] = k + 1
-                stepped[name] += (cut[i * num_lrs + 1] - cut[i * num_lrs]) * dim
+                stepped[name] += (cut[i * num_settings + 1] - cut[i * num_settings]) * dim
             seconds[name] += time.perf_counter() - start + shared
     caught = caught_rows * dim
     runs = {}
-    for l, lr in enumerate(lrs):
-        runs[lr] = Run(
+    for l, (lr, wd) in enumerate(settings):
+        runs[lr, wd] = Run(
             lr=lr,
             beta1=float(beta1),
             beta2=float(beta2),
             eps=float(eps),
-            weight_decay=float(weight_decay),
+            weight_decay=wd,
             eval_steps=eval_steps.copy(),
             valid_loss={name: valid[name][l] for name in METHODS},
             test_loss={
@@ -742,7 +792,7 @@ def sweep(
                     entries_caught_up=caught if name == "dense_equivalent" else 0,
                     dormant_steps_caught_up=dormant if name == "dense_equivalent" else 0,
                     rows_caught_up=caught_rows if name == "dense_equivalent" else 0,
-                    seconds=seconds[name] / num_lrs,
+                    seconds=seconds[name] / num_settings,
                 )
                 for name in METHODS
             },
@@ -960,6 +1010,161 @@ def spread(values: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty bucket: all NaN
         return np.nanmedian(values, axis=axis), np.nanmin(values, axis=axis), np.nanmax(values, axis=axis)
+
+
+def choose_settings(
+    runs: dict[tuple[float, float], Run], weight_decay: float | None = None
+) -> dict[str, tuple[float, float]]:
+    """Each method's ``(lr, weight_decay)`` of a :func:`sweep_grid`: the lowest final validation loss averaged over seeds.
+
+    ``weight_decay`` restricts the choice to the settings with that decay
+    (``0.0``: each method tuned over the learning rate alone, without decay).
+    A tie goes to the first setting in ascending order.
+    """
+    keys = sorted(k for k in runs if weight_decay is None or k[1] == weight_decay)
+    if not keys:
+        raise ValueError(f"no setting with weight decay {weight_decay}")
+    return {name: min(keys, key=lambda k: float(runs[k].valid_loss[name][:, -1].mean())) for name in METHODS}
+
+
+@dataclass(frozen=True)
+class DecayResult:
+    """One method in a learning rate x weight decay sweep: result of :func:`weight_decay_study`.
+
+    Attributes
+    ----------
+    setting : (float, float)
+        Its ``(lr, weight_decay)``, chosen on validation over the whole grid.
+    interior : bool
+        Whether its ``lr`` has a smaller and a larger rate of the grid, and its
+        ``weight_decay`` a larger one (0, no decay, is a choice at the grid's natural end).
+    without : (float, float)
+        Its ``(lr, 0.0)``, chosen on validation among the settings without decay.
+    test_minus_dense : ndarray, shape (num_seeds,)
+        Test loss at ``setting`` minus dense Adam's at dense Adam's own ``setting``, per seed.
+    without_minus_dense : ndarray, shape (num_seeds,)
+        The same without decay: at ``without``, minus dense Adam's at its own ``without``.
+    decay_gain : ndarray, shape (num_seeds,)
+        Test loss at ``without`` minus at ``setting``: what tuning the decay bought it (above 0: it helped).
+    """
+
+    setting: tuple[float, float]
+    interior: bool
+    without: tuple[float, float]
+    test_minus_dense: np.ndarray
+    without_minus_dense: np.ndarray
+    decay_gain: np.ndarray
+
+
+def weight_decay_study(runs: dict[tuple[float, float], Run]) -> dict[str, DecayResult]:
+    """Each method tuned over the grid of a :func:`sweep_grid`, and over its learning rates alone without decay.
+
+    The grid must hold every ``(lr, wd)`` of its rates and decays, ``wd = 0`` among them.
+    """
+    lrs, decays = sorted({lr for lr, _ in runs}), sorted({wd for _, wd in runs})
+    if len(runs) != len(lrs) * len(decays) or decays[0] != 0.0:
+        raise ValueError("the sweep must be a full grid of learning rates x weight decays, 0 among the decays")
+    tuned, without = choose_settings(runs), choose_settings(runs, 0.0)
+
+    def test(name: str, key: tuple[float, float]) -> np.ndarray:
+        return runs[key].test_loss[name]
+
+    out = {}
+    for name in METHODS:
+        lr, wd = tuned[name]
+        out[name] = DecayResult(
+            setting=tuned[name],
+            interior=0 < lrs.index(lr) < len(lrs) - 1 and decays.index(wd) < len(decays) - 1,
+            without=without[name],
+            test_minus_dense=test(name, tuned[name]) - test("dense", tuned["dense"]),
+            without_minus_dense=test(name, without[name]) - test("dense", without["dense"]),
+            decay_gain=test(name, without[name]) - test(name, tuned[name]),
+        )
+    return out
+
+
+def format_weight_decay_study(study: dict[str, DecayResult]) -> str:
+    """A text table of :func:`weight_decay_study`: settings, and test-loss differences as median [min, max] over seeds."""
+
+    def cell(x: np.ndarray) -> str:
+        mid, lo, hi = (round(float(f(x)), 4) + 0.0 for f in (np.median, np.min, np.max))  # + 0.0: no -0.0000
+        return f"{mid:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+
+    head = (
+        f"{'method':>16s} {'lr, wd':>13s} | {'test - dense AdamW':>26s} | {'without decay: lr':>17s} "
+        f"{'test - dense Adam':>26s} | {'gain from the decay':>26s}"
+    )
+    lines = [head]
+    for name in METHODS:
+        r = study[name]
+        lines.append(
+            f"{LABELS[name]:>16s} {r.setting[0]:>6g}, {r.setting[1]:<5g} | {cell(r.test_minus_dense):>26s} | "
+            f"{r.without[0]:>17g} {cell(r.without_minus_dense):>26s} | {cell(r.decay_gain):>26s}"
+        )
+    return "\n".join(lines)
+
+
+def row_rms_by_gap(tables: dict[str, np.ndarray], problem: Problem, edges: Sequence[float]) -> dict[str, object]:
+    """Root mean square of the entries of each bucket of rows grouped by mean gap between touches, per seed.
+
+    Parameters
+    ----------
+    tables : dict of str to ndarray
+        A stacked table per name (e.g. each method's final table, the initial one, the teacher).
+    problem : Problem
+    edges : sequence of float
+        Bucket edges on the mean gap (:func:`memory_edges`); rows never touched are left out.
+
+    Returns
+    -------
+    dict
+        ``"labels"``, ``"rows"`` (int64 ``(num_seeds, buckets)``) and ``"rms"``: per
+        name, ``(num_seeds, buckets)``, ``sqrt(mean(E[rows]**2))`` (NaN for an empty bucket).
+    """
+    gaps = mean_gaps(problem)
+    bucket = np.where(np.isfinite(gaps), _buckets(gaps, edges), -1)
+    nb = len(edges) - 1
+    rows = np.zeros((problem.num_seeds, nb), dtype=np.int64)
+    rms = {name: np.full((problem.num_seeds, nb), np.nan) for name in tables}
+    for j in range(problem.num_seeds):
+        block = bucket[problem.block(j)]
+        for i in range(nb):
+            members = np.flatnonzero(block == i) + j * problem.num_rows
+            rows[j, i] = members.size
+            if members.size:
+                for name, table in tables.items():
+                    rms[name][j, i] = np.sqrt(_frobenius_sq(table[members]) / table[members].size)
+    return {"labels": gap_labels(edges), "rows": rows, "rms": rms}
+
+
+def format_rows_by_gap(
+    rms: dict[str, object], loss: dict[str, object], methods: Sequence[str], reference: str = "dense"
+) -> str:
+    """A text table by bucket of rows: :func:`row_rms_by_gap` and :func:`held_out_loss_by_gap`, medians over seeds.
+
+    Per bucket: its rows; the root mean square of their entries in each table
+    of ``rms`` (named by :data:`LABELS`, or by their own key); its test pairs
+    (those whose rarer row is in the bucket); and, for each of ``methods``,
+    the test loss over them minus ``reference``'s.
+    """
+    names = list(rms["rms"])  # type: ignore[call-overload]
+    columns = [LABELS.get(n, n) for n in names] + ["pairs"] + [LABELS[m] for m in methods]
+    widths = [max(len(c), 7) for c in columns]
+    block = sum(widths[: len(names)]) + len(names) - 1
+    title = f"{'':15s}  {'root mean square of the entries':^{block}s} test pairs, loss minus {LABELS[reference]}'s"
+    lines = [title, f"{'mean gap':>9s} {'rows':>4s} | " + " ".join(f"{c:>{w}s}" for c, w in zip(columns, widths))]
+    for i, label in enumerate(rms["labels"]):  # type: ignore[call-overload]
+        values = [f"{np.median(rms['rms'][n][:, i]):.2f}" for n in names]  # type: ignore[index]
+        values.append(f"{np.median(loss['pairs'][:, i]):.0f}")  # type: ignore[index]
+        values += [
+            f"{round(float(np.median(loss['loss'][m][:, i] - loss['loss'][reference][:, i])), 4) + 0.0:+.4f}"  # type: ignore[index]
+            for m in methods
+        ]
+        lines.append(
+            f"{label:>9s} {np.median(rms['rows'][:, i]):4.0f} | "  # type: ignore[index]
+            + " ".join(f"{v:>{w}s}" for v, w in zip(values, widths))
+        )
+    return "\n".join(lines)
 
 
 def state_bytes(method: str, num_rows: int, dim: int, dtype: type = np.float64) -> int:
