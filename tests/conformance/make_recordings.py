@@ -18,9 +18,10 @@ deterministic, so a rerun on the same machine rewrites nothing and prints
 ``unchanged``; a changed scenario changes its fingerprint and the file.
 ``tests/test_conformance_libraries.py`` checks the recorded verdicts with numpy
 only, and re-runs the libraries live where they import. The torch adapters take
-learning-rate schedules (``LambdaLR``), so their recordings include the schedule
-scenarios; the FBGEMM, TorchRec and TensorFlow adapters take a constant rate,
-and theirs are made (and judged) without them.
+learning-rate schedules (``LambdaLR``), and so does TorchRec's ``WarmupOptimizer``
+(``TorchrecSgdWarmup``), so their recordings include the schedule scenarios;
+the other FBGEMM, TorchRec and TensorFlow adapters take a constant rate, and
+theirs are made (and judged) without them.
 
 FBGEMM's CPU TBE (``fbgemm-gpu-cpu==1.8.0``, the build that loads beside
 torch 2.13.0) is recorded when ``fbgemm_gpu`` imports; its GPU-only optimizers

@@ -23,7 +23,9 @@ rows with zeros, as in :mod:`.fbgemm`. Measured (recorded in
 ``weight_decay`` to kernels that drop them, silently: a fused
 ``torch.optim.SGD(momentum=0.9)`` is momentum-free SGD, and a fused
 ``Adagrad`` / ``RowWiseAdagrad`` with ``weight_decay`` is judged ``*_no_decay``
-(TorchRec leaves the TBE's ``weight_decay_mode`` at ``NONE``). torch, torchrec and fbgemm_gpu are imported when an
+(TorchRec leaves the TBE's ``weight_decay_mode`` at ``NONE``). Under
+``torchrec.optim.warmup.WarmupOptimizer`` (:class:`TorchrecSgdWarmup`, which
+takes a schedule) every step runs at the rate of the step before it. torch, torchrec and fbgemm_gpu are imported when an
 adapter is built; a process group is started (gloo, world size 1, localhost)
 unless one exists. ``torchrec==1.8.0`` installs with ``--no-deps`` beside
 ``fbgemm-gpu-cpu==1.8.0`` (plus ``tensordict``, ``torchmetrics==1.0.3``,
@@ -208,8 +210,53 @@ class TorchrecRowwiseAdagrad(_TorchrecEbc):
         return RowWiseAdagrad, {"lr": hyper.lr, "eps": hyper.eps, "weight_decay": hyper.weight_decay}
 
 
+class TorchrecSgdWarmup(TorchrecSgd):
+    """:class:`TorchrecSgd` under ``torchrec.optim.warmup.WarmupOptimizer``: it takes a schedule (``schedules = True``).
+
+    The warm-up optimizer wraps the model's ``fused_optimizer`` (a
+    ``KeyedOptimizer``) with ``lr = hyper.lr`` (the schedule's peak, also the
+    fused optimizer's own ``lr``) and stages that give, after ``j`` steps, the
+    rate of step ``j + 1``: an ``INTERPOLATE`` stage for iterations 0 and 1, then
+    one ``CONSTANT`` stage per iteration (no stages: a constant rate). A step is
+    TorchRec's training loop: forward, ``loss.backward()`` (the fused kernel
+    updates the looked-up rows), ``optimizer.step()``.
+
+    Measured (``tests/test_conformance_torchrec.py``): the warm-up optimizer
+    holds the right rate, but the fused update runs in the backward, before
+    ``step()`` hands that rate to the kernel (``EmbeddingFusedOptimizer.step``
+    only calls ``set_learning_rate``): step ``t`` runs at the rate of step
+    ``t - 1``, step 1 at the optimizer's constructor ``lr``. Dormant rows do not
+    move (no catch-up at any rate, momentum and weight decay dropped as in
+    :class:`TorchrecSgd`), so on the schedule scenarios it matches no reference,
+    first at step 1; with each rate moved one step later it is lazy SGD
+    without momentum and decay bit for bit.
+    """
+
+    name, schedules = "TorchRec DMP, fused torch.optim.SGD, WarmupOptimizer, table-wise", True
+
+    def __init__(self, table: np.ndarray, hyper: Hyper) -> None:
+        super().__init__(table, hyper)
+        from torchrec.optim.warmup import WarmupOptimizer, WarmupPolicy, WarmupStage
+
+        scale = [rate / hyper.lr for rate in hyper.schedule]
+        stages = []
+        if scale:  # the rate held after j steps (iteration j) is scale[j] * lr, the rate of step j + 1
+            stages.append(WarmupStage(WarmupPolicy.INTERPOLATE, max_iters=1, value=scale[0],
+                                      start_interpolating_iters=0, end_value=scale[min(1, len(scale) - 1)]))
+            stages += [WarmupStage(WarmupPolicy.CONSTANT, max_iters=j, value=scale[j]) for j in range(2, len(scale))]
+        self._warmup = WarmupOptimizer(self._model.fused_optimizer, stages, lr=hyper.lr)
+
+    def held_rate(self) -> float:
+        """The rate the warm-up optimizer holds now (its param groups' ``lr``): the next step's, by its schedule."""
+        return float(self._model.fused_optimizer.param_groups[0]["lr"])
+
+    def step(self, row_ids: np.ndarray, row_grads: np.ndarray) -> None:
+        super().step(row_ids, row_grads)
+        self._warmup.step()
+
+
 #: Every TorchRec adapter (table-wise, one process).
-CANDIDATES: tuple[type, ...] = (TorchrecSgd, TorchrecAdagrad, TorchrecRowwiseAdagrad)
+CANDIDATES: tuple[type, ...] = (TorchrecSgd, TorchrecAdagrad, TorchrecRowwiseAdagrad, TorchrecSgdWarmup)
 
 
 def _sharded(candidate: type) -> type:
