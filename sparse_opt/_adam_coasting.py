@@ -45,7 +45,9 @@ row's lookups: a constant, whatever the gap.
 
 **Chebyshev blocks** (everywhere else with ``eps > 0``: ``x`` near or far below
 ``eps / b``, ``eps`` large, ``rho >= 1``, windows beyond ``MAX_WINDOW``, beta1 up
-to 0.99999). Write each term with ``t = b_c x / (b_c x + eps)`` for a reference
+to 0.99999). A catch-up expands only when the expansion converges for every
+coordinate it brings current; otherwise the blocks take them all (one pass
+over whole rows costs less than two over masked parts). Write each term with ``t = b_c x / (b_c x + eps)`` for a reference
 ``b_c >= b_i``::
 
     1 / (b_i x + eps) = (1 / (b_c x + eps)) / (1 - e_i t),    e_i = 1 - b_i / b_c,
@@ -365,15 +367,9 @@ class AdamCoasting:
         coast = direct = None
         if coasting.any():
             if self.window:
-                coast, fast = self._expand(m, v, last, gap, through, coasting)
-                direct = coasting & ~fast
-                coast = (coast, fast)
-            else:
-                direct = coasting
-            if direct.any():
-                direct = (direct, self._direct_rows(m, v, last, gap, direct))
-            else:
-                direct = None
+                coast = self._expand(m, v, last, gap, through, coasting)
+            if coast is None:
+                direct = self._direct_rows(m, v, last, gap, coasting)
         # the decays of k zero-gradient steps, then the coasting
         if self.weight_decay and self.rate.constant is None:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
@@ -385,9 +381,9 @@ class AdamCoasting:
         _stall(m, m_start, self.m_floor)
         _stall(v, v_start, self.v_floor)
         if coast is not None:
-            np.subtract(p, coast[0], out=p, where=coast[1])
+            np.subtract(p, coast, out=p, where=coasting)
         if direct is not None:
-            p -= direct[1]  # 0 where not wanted
+            p -= direct  # 0 where not coasting
         if slow is not None:
             p[slow[0]] = slow[1]
         if zero_zero is not None:
@@ -396,8 +392,13 @@ class AdamCoasting:
 
     def _expand(
         self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, through: int, candidates: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The expanded coasting ``lr m S`` and where it converges (``eps <= THETA b x``), from ``m_s``, ``v_s``."""
+    ) -> np.ndarray | None:
+        """The expanded coasting ``lr m S`` of the ``candidates``, from ``m_s``, ``v_s``; None unless it converges for all.
+
+        The expansion converges where ``eps <= THETA b x`` (module docstring).
+        Where some candidates fall short, all of them go to the blocks: one
+        pass over whole rows costs less than two over masked parts.
+        """
         L = self.window
         window = np.minimum(gap, L)
         x = np.sqrt(v)
@@ -406,8 +407,8 @@ class AdamCoasting:
         with np.errstate(divide="ignore"):
             x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
         fast = candidates & (x >= x_min)
-        if not fast.any():  # every coordinate goes to the blocks (gradients near or below eps): nothing to expand
-            return np.zeros(x.shape, dtype=self.dtype), fast
+        if not np.array_equal(fast, candidates):  # gradients near or below eps: the blocks take them all
+            return None
         if self.eps == 0.0:
             terms = 1
         else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
@@ -431,7 +432,7 @@ class AdamCoasting:
                     acc += weights[n]
             coast = m * inv_x
             coast *= acc
-        return coast, fast
+        return coast
 
     def _direct_rows(
         self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray
@@ -455,14 +456,14 @@ class AdamCoasting:
         share the steps after the latest ``s`` (module docstring, *Cost*).
         Returns an ``(R, C)`` array in the dtype, 0 where not wanted.
         """
-        every = bool(wanted.all())  # gradients near or below eps: every coasting entry is here
-        if every:
-            rows = np.arange(m.shape[0])
-            x = np.sqrt(v)
+        every = bool(wanted.all())  # every coasting entry is here, and every row coasts
+        rows = np.arange(m.shape[0]) if every else np.flatnonzero(wanted.any(axis=1))
+        x = np.sqrt(v if every else v[rows])
+        whole = every or bool(wanted[rows].all())  # the rows that coast do so in every entry: no masks
+        if whole:
             x_row, x_low = x.max(axis=1).astype(np.float64), x.min(axis=1).astype(np.float64)
         else:
-            rows = np.flatnonzero(wanted.any(axis=1))
-            x, wanted = np.sqrt(v[rows]), wanted[rows]
+            wanted = wanted[rows]
             x_row = np.where(wanted, x, 0).max(axis=1).astype(np.float64)
             x_low = np.where(wanted, x, np.inf).min(axis=1).astype(np.float64)
         # every catch-up brings its coordinates through the same step, so the window (s, k) is fixed by s
@@ -511,7 +512,7 @@ class AdamCoasting:
         if every:
             return coast
         out = np.zeros(m.shape, dtype=self.dtype)
-        out[rows] = np.where(wanted, coast, 0)
+        out[rows] = coast if whole else np.where(wanted, coast, 0)
         return out
 
     def _sum_rows(
