@@ -107,7 +107,8 @@ def load_recordings(directory: str | Path | None = None) -> dict[str, Recording]
 #: The production kernels run live, as ``tests/conformance`` sub-folder / file stem: FBGEMM's CPU TBE optimizers
 #: (:mod:`sparse_opt.conformance.adapters.fbgemm`) and TorchRec's fused optimizers under
 #: ``DistributedModelParallel`` (:mod:`sparse_opt.conformance.adapters.torchrec`); ``make test-live`` runs them
-#: again and requires the recordings bit for bit. They take the kernel-form scenarios (float32, 4 columns).
+#: again and requires the recordings bit for bit. They take the kernel-form scenarios (float32, 4 columns), the
+#: fp16 ones its half form (float16 tables); TorchRec's ``WarmupOptimizer`` takes the schedule scenarios too.
 PRODUCTION: tuple[str, ...] = (
     "fbgemm/FbgemmExactSgd",
     "fbgemm/FbgemmExactSgdL2",
@@ -128,6 +129,7 @@ PRODUCTION: tuple[str, ...] = (
     "torchrec/TorchrecSgd",
     "torchrec/TorchrecAdagrad",
     "torchrec/TorchrecRowwiseAdagrad",
+    "torchrec/TorchrecSgdWarmup",
 )
 
 
