@@ -136,6 +136,37 @@ def test_time_catch_up_brings_blocks_current_after_exactly_their_gap(monkeypatch
         tm.time_catch_up([0])
 
 
+def test_time_full_catch_up_brings_the_whole_dormant_table_current_each_time(monkeypatch):
+    seen = []
+    original = tm.SparseAdamTable.catch_up
+
+    def spy(self, index=None):
+        assert index is None  # the whole table, as before an export
+        seen.append((self.step_count, int(self.last_step.min()), int(self.last_step.max()), float(self.params[0, 0])))
+        original(self, index)
+        assert (self.last_step == self.step_count).all()
+
+    monkeypatch.setattr(tm.SparseAdamTable, "catch_up", spy)
+    timings = tm.time_full_catch_up([3, 50], rows=10, cols=4, repeats=2)
+    assert [(t.gap, t.rows, t.cols, len(t.seconds)) for t in timings] == [(3, 10, 4, 2), (50, 10, 4, 2)]
+    # per gap: one untimed catch-up, then the two timed ones, each from the same dormant table (last step 1)
+    assert len(seen) == 2 * (1 + 2)
+    for gap in (3, 50):
+        calls = [c for c in seen if c[0] == 1 + gap]
+        assert len(calls) == 3 and {c[1:3] for c in calls} == {(1, 1)} and len({c[3] for c in calls}) == 1
+    t = timings[1]
+    assert t.ns_per_entry == pytest.approx(1e9 * np.median(t.seconds) / 40)
+    with pytest.raises(ValueError, match="gap"):
+        tm.time_full_catch_up([0], rows=4, cols=2)
+    with pytest.raises(ValueError, match="positive"):
+        tm.time_full_catch_up([1], rows=4, cols=2, repeats=0)
+
+
+def test_us_per_1000_entries():
+    t = StepTiming("a", Workload(rows=10), 2000.0, (0.001, 0.003, 0.002))
+    assert t.us_per_1000_entries == pytest.approx(1000.0)  # a median of 2 ms over 2000 entries: 1 ms per 1000
+
+
 def test_time_steps_of_real_contenders_leaves_nothing_behind():
     """The optimizers and tables of a run are freed when it returns (sweeps rely on it for memory)."""
     import gc

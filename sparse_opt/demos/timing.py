@@ -7,7 +7,8 @@ moment of the machine hits them alike; :func:`rows_sweep` and
 :func:`batch_sweep` use it over table sizes and batch sizes, and
 :func:`speedup` reads a ratio off one interleaved run. :func:`time_catch_up`
 times ``DENSE_EQUIVALENT``'s catch-up of dormant rows against the length of
-their dormancy.
+their dormancy, and :func:`time_full_catch_up` the ``catch_up()`` of a whole
+table, as before an export.
 
 Timings are only as good as the machine is quiet; they are never asserted in
 a test (``benchmarks/bench_sparse_step.py`` records the machine beside them).
@@ -64,6 +65,11 @@ class StepTiming:
         """First and third quartiles of the step time, in milliseconds."""
         q1, q3 = np.percentile(self.seconds, [25, 75])
         return 1e3 * float(q1), 1e3 * float(q3)
+
+    @property
+    def us_per_1000_entries(self) -> float:
+        """Median step time per 1000 entries of the gradient, in microseconds (the median over the mean ``nnz``)."""
+        return 1e9 * float(np.median(self.seconds)) / self.nnz
 
 
 def spread_rounds(count: int, rounds: int) -> list[int]:
@@ -312,4 +318,56 @@ def time_catch_up(
                 seconds[j].append(time.perf_counter() - start)
     finally:
         gc.enable()
+    return [CatchUpTiming(gap, rows, cols, tuple(sec)) for gap, sec in zip(gaps, seconds)]
+
+
+def time_full_catch_up(
+    gaps: Sequence[int], rows: int, cols: int, repeats: int = 3, dtype: str = "float32", seed: int = 0
+) -> list[CatchUpTiming]:
+    """Time ``SparseAdamTable(mode=DENSE_EQUIVALENT).catch_up()`` of a whole ``rows x cols`` table, for each gap.
+
+    As before an export: for each gap, a table (Adam's defaults) takes one step
+    touching every row with a seeded normal gradient, then ``gap`` empty steps
+    (its step count is moved on by loading its state: an empty step changes
+    nothing else), so every row has been dormant ``gap`` steps; then
+    ``catch_up()`` brings all of it current. Each of the ``repeats`` timed
+    calls starts from the same dormant table and state (restored untimed);
+    the gaps take turns. The first catch-up of each gap is untimed: it fills
+    the caches of weights the catch-up keeps per global step. One table at a
+    time is dormant, so about five times its bytes are in memory per gap
+    (parameters, ``m``, ``v`` and a copy of each to restore).
+    """
+    rows, cols, repeats = as_size("rows", rows), as_size("cols", cols), as_size("repeats", repeats)
+    if rows == 0 or cols == 0 or repeats == 0:
+        raise ValueError("rows, cols and repeats must be positive")
+    gaps = [as_size("gap", g) for g in gaps]
+    if any(g == 0 for g in gaps):
+        raise ValueError("every gap must be positive")
+    rng = np.random.default_rng(seed)
+    every_row = CsrGradient.from_rows(np.arange(rows), rng.standard_normal((rows, cols), dtype=dtype), rows)
+    runs = []
+    for gap in gaps:
+        table = np.zeros((rows, cols), dtype)
+        opt = SparseAdamTable(table, SparseAdamConfig(mode=LazyMode.DENSE_EQUIVALENT))
+        opt.step(every_row)
+        dormant = opt.state_dict()
+        dormant["step_count"] = np.int64(1 + gap)
+        opt.load_state_dict(dormant)
+        start = table.copy()
+        opt.catch_up()  # untimed: fills the weight caches
+        runs.append((opt, table, start, dormant))
+    seconds: list[list[float]] = [[] for _ in gaps]
+    for k in range(repeats):
+        for j in [(k + i) % len(gaps) for i in range(len(gaps))]:
+            opt, table, start, dormant = runs[j]
+            np.copyto(table, start)
+            opt.load_state_dict(dormant)
+            gc.collect()
+            gc.disable()
+            try:
+                begin = time.perf_counter()
+                opt.catch_up()
+                seconds[j].append(time.perf_counter() - begin)
+            finally:
+                gc.enable()
     return [CatchUpTiming(gap, rows, cols, tuple(sec)) for gap, sec in zip(gaps, seconds)]
