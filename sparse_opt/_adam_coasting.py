@@ -117,9 +117,8 @@ dense Adam's own roundings, bit for bit with torch), ``eps = 0`` with a ``v``
 that is subnormal, zero or reaches zero during the gap (possible only for
 ``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
 smallest subnormal), ``beta1 / c >= 1`` (AdamW with ``1 - lr * weight_decay
-<= beta1``: the terms grow towards the end of the gap), and a learning-rate
-schedule (below). The replay applies the
-steps one by one and stops, for each entry, as soon as the rest of its coasting
+<= beta1``: the terms grow towards the end of the gap; under a schedule, at
+its peak rate). The replay applies the steps one by one and stops, for each entry, as soon as the rest of its coasting
 is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
 beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
 rho_0)(1 - beta1**(j+1)) sqrt(v_j))`` -- or its ``m`` has underflowed to zero;
@@ -130,17 +129,28 @@ however long the gap -- but one step of numpy work per dormant step, so
 O(1 / (1 - beta1)) per entry, not the O(N) of the other two.
 
 **Under a learning-rate schedule** (``lr_j`` depends on the step) the
-weights above are not geometric in ``i`` and the fast path is off: every
-coasting coordinate is replayed with each dormant step's own rate ``lr_j``
-and decay factor ``1 - lr_j * weight_decay``, stopping as above with the
-schedule's peak rate in the bound, and the rest of the decay is the product
-of the remaining factors (:meth:`sparse_opt._rates.LearningRate.decay`). This
-is exact; its cost is the replay's (a constant of ``beta1``, ``beta2`` and the
-dtype per coordinate) plus O(gap) per distinct last step for the decay
-product when ``weight_decay > 0``. An arbitrary callable needs its rate at
-every dormant step, so no catch-up under it can cost less than O(gap) rate
-evaluations per distinct last step; the built-in schedules (piecewise
-constant, linear, cosine, geometric) would allow per-piece sums, not done yet.
+expansion's weights are not geometric in ``i`` and it is off; the Chebyshev
+blocks take every coasting coordinate, with each dormant step's own rate and
+the decoupled decays dense AdamW applies to its coasting afterwards::
+
+    w_i = lr_{s+i} a_i prod_{j=s+i+1}^{T} c_j,    c_j = 1 - lr_j * weight_decay
+
+(:meth:`AdamCoasting._scheduled_weights`; the factors rounded as
+:meth:`sparse_opt._rates.LearningRate.decay` rounds them). The blocks, their
+window and their error bound are those above with ``c`` the smallest factor,
+``1 - peak * weight_decay`` (:meth:`AdamCoasting._uses_blocks`): every ``lr_j``
+is at most the schedule's peak, so the steps left out weigh less than ``tol /
+4`` of the first step's term at the peak rate -- of one peak-rate step of the
+coordinate. The cost is the blocks' (the window's rates are evaluated once per
+catch-up), plus, with ``weight_decay > 0``, the product of the decay factors
+of the steps beyond the window: O(gap) rate evaluations per distinct last
+step, as the parameter's own decay (:meth:`~sparse_opt._rates.LearningRate.decay`),
+numpy-vectorised for the built-in schedules. (An arbitrary callable needs its
+rate at every dormant step that decays; the built-in schedules, piecewise
+constant, linear, cosine and geometric, would allow per-piece products, not
+done.) Where the blocks cannot be used (``eps = 0``, or ``beta1 >= 1 - peak *
+weight_decay``) the replay applies each step's own rate and decay factor,
+stopping as above with the peak rate in the bound.
 
 A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
 with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
@@ -204,7 +214,8 @@ class AdamCoasting:
         self, lr: float | LearningRate, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype
     ) -> None:
         self.rate = lr if isinstance(lr, LearningRate) else LearningRate(lr, weight_decay)
-        # a schedule has no single lr: the fast path (which needs one) is off, and lr, c are unused
+        # a schedule has no single lr: the fast path (which needs one) is off; lr and c are unused (the blocks and
+        # the replay take each step's rate from self.rate)
         lr = self.rate.constant if self.rate.constant is not None else 0.0
         self.lr, self.beta1, self.beta2, self.eps, self.weight_decay = lr, beta1, beta2, eps, weight_decay
         self.decay1, self.decay2, self.c = dormant_factors(beta1, beta2, 1.0 - lr * weight_decay, dtype)
@@ -218,9 +229,12 @@ class AdamCoasting:
             self.rho = d1 / (self.c * d2**self.powers) if self.c > 0 and d2 > 0 else np.full(self.terms, np.inf)
         self.window = self._window()
         # the Chebyshev blocks need eps > 0 and terms that end up decaying geometrically, q = beta1 / c < 1 (see
-        # _block_window); with eps = 0 and no window, the replay keeps dense Adam's own roundings; a schedule replays
+        # _block_window; under a schedule c is the smallest decay factor, at the peak rate: _uses_blocks); with
+        # eps = 0 and no window, the replay keeps dense Adam's own roundings
         q = self.decay1 / self.c if self.c > 0 else math.inf
-        self.blocks = self.rate.constant is not None and q < 1 and eps > 0
+        self.blocks = q < 1 and eps > 0
+        #: The smallest decay factor of the dormant steps the current catch-up applies (``c`` at a constant rate).
+        self._c_low = self.c
         # where dense Adam's zero-gradient steps stop changing a subnormal m or v (see _stall)
         self.m_floor = stall_floor(1.0 - beta1, self.dtype, lerp=True)
         self.v_floor = stall_floor(beta2, self.dtype, lerp=False)
@@ -253,6 +267,21 @@ class AdamCoasting:
         )
         window = math.ceil(needed / math.log(1 / rho)) + 1
         return window if window <= MAX_WINDOW else 0
+
+    def _uses_blocks(self, through: int) -> bool:
+        """Whether the Chebyshev blocks can sum a catch-up through step ``through`` (sets ``_c_low``).
+
+        They need ``eps > 0`` and ``q = beta1 / c < 1``. Under a schedule the
+        decay factor ``c_j = 1 - lr_j * weight_decay`` varies by step; the
+        smallest, at the schedule's peak rate so far, bounds them all.
+        """
+        if self.rate.constant is not None:
+            return self.blocks
+        c_low = 1.0
+        if self.weight_decay:
+            c_low = float(np.asarray(1.0 - self.rate.peak(through) * self.weight_decay, dtype=self.dtype))
+        self._c_low = c_low
+        return self.eps > 0 and c_low > 0 and self.decay1 < c_low
 
     def _u(self, j: np.ndarray) -> np.ndarray:
         """``u_n(j)`` for every term ``n`` (axis 0) and step ``j >= 1`` (further axes)."""
@@ -358,7 +387,7 @@ class AdamCoasting:
             # has coasting terms below rounding by then whenever the fast path is on: rho_0 < 1.)
             replay |= coasting & (v < np.finfo(dtype).tiny)
             coasting &= ~replay
-        if not self.window and not self.blocks:
+        if not self.window and coasting.any() and not self._uses_blocks(through):
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
         slow = None
         if replay is not None and replay.any():
@@ -498,16 +527,18 @@ class AdamCoasting:
                     np.array([float((x_row * scale[row_class]).max())]),
                 )
                 later = self.decay1 ** head[row_class]
-                acc *= self.dtype.type(self.c**tail)
+                tail_decay = self._decay(latest, latest + tail)
+                acc *= self.dtype.type(tail_decay)
                 acc += acc_s * later.astype(self.dtype)[:, None]
-                const = self.c**tail * const + later * const_s
+                const = tail_decay * const + later * const_s
             else:
                 acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class)
             m_rows = m if every else m[rows]
-            coast = m_rows * self.dtype.type(self.lr)
+            lr = self.lr if self.rate.constant is not None else 1.0  # a schedule's rates are in the weights
+            coast = m_rows * self.dtype.type(lr)
             coast *= acc
             if const.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
-                lr_m = self.lr * m_rows.astype(np.float64)
+                lr_m = lr * m_rows.astype(np.float64)
                 coast += np.where(const[:, None] != 0, (lr_m * const[:, None]) / self.eps, 0.0).astype(self.dtype)
         if every:
             return coast
@@ -593,7 +624,10 @@ class AdamCoasting:
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
             b = self._powers(self.decay2, 0.5, i) / self._bias_correction(self.beta2, steps, root=True)
-            w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
+            if self.rate.constant is None:  # each step's own rate, and the decays of the steps after it
+                w = a * self._scheduled_weights(s, k, count_steps, steps)
+            else:
+                w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
         const = np.bincount(owner[flat], weights=w[flat], minlength=s.size)
@@ -634,6 +668,39 @@ class AdamCoasting:
         coef[:, 0] /= 2
         return const, start, count, b_c, t_mid, t_half, coef, needed
 
+    def _decay(self, start: int, stop: int) -> float:
+        """``prod_{j=start+1}^{stop} c_j``: the decoupled decay of those steps (``c**(stop - start)`` at a constant rate)."""
+        if self.rate.constant is not None:
+            return self.c ** (stop - start)
+        return float(self.rate.decay(np.array([start]), stop, self.dtype)[0])
+
+    def _scheduled_weights(self, s: np.ndarray, k: np.ndarray, count: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """``lr_j prod_{j' = j+1}^{s+k} c_j'`` for the summed steps ``j`` (``steps``, ``count[o]`` of window ``o`` in turn).
+
+        The rate of each dormant step, and the decoupled decay dense AdamW
+        applies to its coasting on the steps after it through the window's end
+        ``s + k`` (the factors rounded as :meth:`LearningRate.decay` rounds
+        them, multiplied from the last step back): O(1) per summed step, plus
+        O(k - count) rate evaluations for the decay of the steps beyond the
+        summed ones (none without weight decay).
+        """
+        if not steps.size:
+            return np.zeros(0)
+        low = int(steps.min())
+        rates = self.rate.over(low, int(steps.max()) + 1)[steps - low]
+        if not self.weight_decay:
+            return rates
+        factors = (1.0 - rates * self.weight_decay).astype(self.dtype).astype(np.float64)
+        after = np.empty(steps.size)
+        end = np.cumsum(count)
+        for o in np.flatnonzero(count).tolist():
+            lo, hi = int(end[o] - count[o]), int(end[o])
+            rest = self._decay(int(s[o] + count[o]), int(s[o] + k[o]))
+            backwards = np.multiply.accumulate(factors[hi - 1 : lo : -1])  # c_hi-1, c_hi-1 c_hi-2, ...
+            after[hi - 1] = rest
+            after[lo : hi - 1] = backwards[::-1] * rest
+        return rates * after
+
     def _bias_correction(self, beta: float, steps: np.ndarray, root: bool = False) -> np.ndarray:
         """``1 - beta**j`` (or its square root) for the int64 steps ``j >= 1``, as torch computes it.
 
@@ -672,7 +739,7 @@ class AdamCoasting:
         the tail beyond ``L`` is below ``C r**L / (1 - r)``. The smaller ``L``
         of the two is returned (``>= 1``).
         """
-        q = self.decay1 / self.c
+        q = self.decay1 / self._c_low
         if q == 0.0:
             return np.ones(s.shape, dtype=np.int64)
         g1 = np.sqrt(1.0 - self.beta2 ** (s + 1).astype(np.float64))

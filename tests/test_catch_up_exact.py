@@ -344,3 +344,67 @@ def test_coordinates_of_one_block_are_each_float64_rounding_of_their_own_recurre
         ref_p, _, _, terms = exact_dense(p0[i], m0[i], v0[i], last, k, lr, beta1, beta2, eps, 1.0)
         err = float(abs(mpmath.mpf(float(params[i])) - ref_p) / ((abs(mpmath.mpf(p0[i])) + terms) * EPS64))
         assert err <= BOUND_EPS, (i, err)
+
+
+def exact_dense_scheduled(p, m, v, s, k, rates, beta1, beta2, eps, factors):
+    """:func:`exact_dense` with step ``s + i``'s own rate ``rates[i - 1]`` and decay factor ``factors[i - 1]``."""
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.prec = 200
+    f = mp.mpf
+    p, m, v, b2, eps = (f(float(x)) for x in (p, m, v, beta2, eps))
+    b1 = 1 - f(1.0 - beta1)  # torch's lerp (dormant_factors)
+    scale_terms = f(0)
+    for i in range(1, k + 1):
+        m, v = b1 * m, b2 * v
+        bc1, bc2_sqrt = 1.0 - beta1 ** (s + i), math.sqrt(1.0 - beta2 ** (s + i))  # as torch computes them
+        step = f(rates[i - 1]) * (m / f(bc1)) / (mp.sqrt(v) / f(bc2_sqrt) + eps)
+        c = f(factors[i - 1])
+        p = c * p - step
+        scale_terms = c * scale_terms + abs(step)
+    return p, scale_terms
+
+
+scheduled_input = st.fixed_dictionaries(
+    {
+        "schedule": st.sampled_from(
+            [
+                so.schedules.linear_warmup(0.05, 700),
+                so.schedules.warmup_cosine(0.02, 50, 3000, 1e-4),
+                so.schedules.step_decay(0.01, 400, 0.3),
+                so.schedules.exponential(0.1, 0.999),
+            ]
+        ),
+        "beta1": st.sampled_from([0.5, 0.9, 0.99, 0.999]),
+        "beta2": st.sampled_from([0.9, 0.999, 0.9999]),
+        "eps": st.sampled_from([1e-12, 1e-8, 1e-4, 1.0]),
+        "wd": st.sampled_from([0.0, 0.01, 1.0]),
+        "scale": st.integers(-12, 0).map(lambda e: 10.0**e),
+        "ratio": st.floats(0.05, 1.0),
+        "sign": st.sampled_from([-1.0, 1.0]),
+        "p": st.floats(-3, 3).filter(lambda x: abs(x) > 1e-3),
+        "s": st.integers(1, 2500),
+        "k": st.integers(1, 4000),
+    }
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(scheduled_input)
+def test_a_catch_up_under_a_schedule_is_float64_rounding_of_the_exact_recurrence(d):
+    """Each dormant step at its own rate and decay, schedule changes inside the gap, by the blocks (no replay)."""
+    g = d["scale"]
+    v, m = g * g, d["sign"] * d["ratio"] * g
+    s, k, wd, schedule = d["s"], d["k"], d["wd"], d["schedule"]
+    cfg = so.SparseAdamConfig(
+        lr=schedule, beta1=d["beta1"], beta2=d["beta2"], eps=d["eps"], weight_decay=wd, mode="dense_equivalent"
+    )
+    got, _, _ = caught_up(d["p"], m, v, s, k, cfg)
+    rates = [schedule(t) for t in range(s + 1, s + k + 1)]
+    factors = [1.0 - r * wd for r in rates]  # torch: Python floats
+    ref, terms = exact_dense_scheduled(d["p"], m, v, s, k, rates, d["beta1"], d["beta2"], d["eps"], factors)
+    decay = mpmath.mpf(1)
+    for c in factors:
+        decay *= mpmath.mpf(c)
+    scale = abs(decay * d["p"]) + terms
+    err = float(abs(mpmath.mpf(got) - ref) / (scale * EPS64))
+    assert err <= BOUND_EPS, (d, err)
