@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import math
+
 import numpy as np
 import pytest
 
@@ -118,7 +120,13 @@ def test_adam_moments_stall_where_dense_adams_do(case):
 
 @pytest.mark.parametrize("case", ADAM_STALL_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{np.dtype(c[2]).name}")
 def test_adam_stall_against_torch(case):
-    """The same runs against torch.optim.Adam (lerp for m): m, v and the parameters bit for bit."""
+    """The same runs against torch.optim.Adam (lerp for m): m and v bit for bit, the parameters within torch's roundings.
+
+    Torch rounds the parameter at every one of the 20,000 steps (and drops the
+    steps below half an ulp); the catch-up sums them and rounds once. The bound
+    is the sum over torch's steps of ``min(half an ulp, |update|)``, plus the
+    catch-up's own rounding.
+    """
     torch = pytest.importorskip("torch")
     beta1, beta2, dtype, first = case
     tdt = torch.float64 if dtype == np.float64 else torch.float32
@@ -127,16 +135,27 @@ def test_adam_stall_against_torch(case):
     lazy, _, p, _ = _adam_pair(beta1, beta2, dtype, first, 0)
     w.grad = torch.tensor(np.array(first, dtype))
     opt.step()
-    for _ in range(20_000):
+    # what torch's per-step rounding of a float32 parameter can add up to: each step it rounds to the nearest
+    # float32, off by at most half an ulp, and a step smaller than that is dropped whole (stagnation)
+    rounding = np.zeros(2)
+    for j in range(2, 20_002):
         w.grad = torch.zeros(2, dtype=tdt)
         opt.step()
         lazy.step(so.CooGradient([], np.zeros(0, dtype), 2))
+        state = opt.state[w]
+        m, v = (state[key].numpy().astype(np.float64) for key in ("exp_avg", "exp_avg_sq"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            update = np.abs(0.01 * (m / (1 - beta1**j)) / (np.sqrt(v) / math.sqrt(1 - beta2**j)))
+        half_ulp = np.spacing(np.abs(w.detach().numpy())).astype(np.float64) / 2
+        rounding += np.minimum(half_ulp, np.nan_to_num(update))
     lazy.catch_up([0, 1])
     state = opt.state[w]
     assert_moments_equal(lazy.m, state["exp_avg"].numpy(), case)
     assert_moments_equal(lazy.v, state["exp_avg_sq"].numpy(), case)
-    if beta1 != 0.99:  # 20,000 float64 roundings of a coasting parameter: ulps apart, not bits
-        np.testing.assert_array_equal(p, w.detach().numpy())
+    # the catch-up rounds once (an ulp at most), torch at every step: apart by at most what those roundings add up
+    # to. Measured: float32 (0.9, 0.99) 8 ulps apart, float64 (0.5, 0.95) 3 ulps; the others bit for bit
+    torch_p = w.detach().numpy()
+    assert (np.abs(p.astype(np.float64) - torch_p) <= rounding + np.spacing(np.abs(torch_p))).all()
 
 
 @pytest.mark.parametrize("eps", [1e-308, 1e-310])
