@@ -18,6 +18,9 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    step is timed. Reported: the ratio to DORMANCY_DECAY's same step, and the
    ratio of the step after the longest gap to the step after the shortest.
    SPEC goal: a catch-up after 10**6 steps costs at most 3x one after 100.
+3. **Gaps under a schedule**: the gap grid at one gradient scale with both
+   optimizers driven by ``warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)`` (each
+   dormant step at its own rate; the gaps cross the warm-up's end).
 
 Run from the repository root::
 
@@ -42,9 +45,16 @@ from sparse_opt.demos.data import zipf_ids
 GOAL_RATIO = 3.0
 
 
-def make_optimizer(table: np.ndarray, mode: str, beta1: float, beta2: float) -> so.SparseAdamTable:
-    """A SparseAdamTable in ``mode`` with lr 1e-3, eps 1e-8 (torch's defaults) and the given betas."""
-    return so.SparseAdamTable(table, so.SparseAdamConfig(lr=1e-3, beta1=beta1, beta2=beta2, eps=1e-8, mode=mode))
+#: The schedule of the third measurement: a warm-up of 1000 steps, then a cosine over two million.
+SCHEDULE = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
+
+
+def make_optimizer(
+    table: np.ndarray, mode: str, beta1: float, beta2: float, scheduled: bool = False
+) -> so.SparseAdamTable:
+    """A SparseAdamTable in ``mode`` with lr 1e-3 (or :data:`SCHEDULE`), eps 1e-8 (torch's defaults) and the given betas."""
+    lr = SCHEDULE if scheduled else 1e-3
+    return so.SparseAdamTable(table, so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, mode=mode))
 
 
 def batches(rows: int, cols: int, batch: int, count: int, scale: float, dtype: str, seed: int) -> list:
@@ -85,7 +95,9 @@ def train_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: flo
     return de, dd, de / dd
 
 
-def gap_times(args: argparse.Namespace, scale: float, beta1: float, beta2: float, gap: int) -> tuple[float, float]:
+def gap_times(
+    args: argparse.Namespace, scale: float, beta1: float, beta2: float, gap: int, scheduled: bool = False
+) -> tuple[float, float]:
     """Median times of the step touching ``touched`` warm rows after ``gap`` dormant steps: (DENSE_EQUIVALENT, DORMANCY_DECAY)."""
     base = np.random.default_rng([args.seed, 0]).standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
     work = batches(args.rows, args.cols, args.batch, args.gap_warmup, scale, args.dtype, args.seed)
@@ -96,14 +108,14 @@ def gap_times(args: argparse.Namespace, scale: float, beta1: float, beta2: float
     out = []
     for mode in ("dense_equivalent", "dormancy_decay"):
         table = base.copy()
-        opt = make_optimizer(table, mode, beta1, beta2)
+        opt = make_optimizer(table, mode, beta1, beta2, scheduled)
         for ids, g in work:
             opt.step(so.CsrGradient.from_rows(ids, g, args.rows))
         state = opt.state_dict()
         state["step_count"] = np.int64(int(state["step_count"]) + gap)
         times = []
         for _ in range(args.gap_repeats):
-            fresh = make_optimizer(table.copy(), mode, beta1, beta2)
+            fresh = make_optimizer(table.copy(), mode, beta1, beta2, scheduled)
             fresh.load_state_dict(state)
             gc.collect()
             times.append(step(fresh, touched, grads))
@@ -129,6 +141,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--gap-repeats", type=int, default=None, help="timed steps per gap point [5; quick 3]")
     p.add_argument("--gap-scales", type=float, nargs="*", default=None, help="gradient scales of the gap grid [1 1e-6 1e-9]")
     p.add_argument("--gap-beta1s", type=float, nargs="*", default=None, help="beta1 values of the gap grid [0.9 0.999 0.9999]")
+    p.add_argument("--schedule-scales", type=float, nargs="*", default=None, help="gradient scales of the scheduled gap grid [1e-6; quick none]")
     p.add_argument("--skip-train", action="store_true", help="only the gap grid")
     p.add_argument("--skip-gaps", action="store_true", help="only the training-step grid")
     p.add_argument("--seed", type=int, default=0)
@@ -144,11 +157,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "gap_repeats": (5, 3),
         "gap_scales": ([1.0, 1e-6, 1e-9], [1e-6]),
         "gap_beta1s": ([0.9, 0.999, 0.9999], [0.9, 0.9999]),
+        "schedule_scales": ([1e-6], []),
     }
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
     return args
+
+
+def gap_grid(args: argparse.Namespace, scales: Sequence[float], scheduled: bool) -> None:
+    """Print the gap grid over ``scales`` x beta1 x beta2 x gap, and its worst ratio to the shortest gap."""
+    print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'gap':>9} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7} {'/shortest':>9}")
+    worst_gap = 0.0
+    for scale, beta1, beta2 in itertools.product(scales, args.gap_beta1s, args.beta2s):
+        shortest = None
+        for gap in args.gaps:
+            de, dd = gap_times(args, scale, beta1, beta2, gap, scheduled)
+            shortest = de if shortest is None else shortest
+            worst_gap = max(worst_gap, de / shortest)
+            print(
+                f"{scale:>8.0e} {beta1:>7} {beta2:>7} {gap:>9} {de * 1e3:>9.2f} {dd * 1e3:>9.2f}"
+                f" {de / dd:>7.2f} {de / shortest:>9.2f}",
+                flush=True,
+            )
+    print(f"\nworst step after the longest gap / after the shortest: {worst_gap:.2f} (goal <= {GOAL_RATIO:g})")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -171,20 +203,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"\n## After a gap: one step touching {args.touched} warm rows, {args.gap_warmup} steps after the start"
             f" ({args.gap_repeats} repetitions, each a fresh optimizer loaded with the state)\n"
         )
-        print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'gap':>9} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7} {'/shortest':>9}")
-        worst_gap = 0.0
-        for scale, beta1, beta2 in itertools.product(args.gap_scales, args.gap_beta1s, args.beta2s):
-            shortest = None
-            for gap in args.gaps:
-                de, dd = gap_times(args, scale, beta1, beta2, gap)
-                shortest = de if shortest is None else shortest
-                worst_gap = max(worst_gap, de / shortest)
-                print(
-                    f"{scale:>8.0e} {beta1:>7} {beta2:>7} {gap:>9} {de * 1e3:>9.2f} {dd * 1e3:>9.2f}"
-                    f" {de / dd:>7.2f} {de / shortest:>9.2f}",
-                    flush=True,
-                )
-        print(f"\nworst step after the longest gap / after the shortest: {worst_gap:.2f} (goal <= {GOAL_RATIO:g})")
+        gap_grid(args, args.gap_scales, scheduled=False)
+        if args.schedule_scales:
+            print(f"\n## After a gap under a schedule ({SCHEDULE!r}), otherwise as above\n")
+            gap_grid(args, args.schedule_scales, scheduled=True)
     print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
 
 
