@@ -594,10 +594,13 @@ class AdamCoasting:
             return b1 / den
         two_u = u + u
         b2 = np.zeros(u.shape, dtype=dtype)
+        spare = [np.empty_like(u), np.empty_like(u)]  # the recurrence's arrays, reused (no allocation per term)
         for n in range(used - 2, 0, -1):
-            step = two_u * b1
+            step = np.multiply(two_u, b1, out=spare.pop())
             step -= b2
             step += c[:, n : n + 1]
+            if b2.flags.writeable:  # not the broadcast first coefficient
+                spare.append(b2)
             b1, b2 = step, b1
         out = u * b1
         out -= b2
@@ -710,8 +713,9 @@ class AdamCoasting:
         for beta1 = 0.99999 at step 4). Up to the step where ``1 - beta**j``
         reaches 1/2 (``0.7 / (1 - beta)`` steps) the values are filled with
         :func:`math.pow`; beyond, with numpy's power, where the subtraction at
-        most doubles its rounding. Both are tabled by step up to
-        ``MAX_BIAS_TABLE`` (:meth:`_table`); later steps are computed per call.
+        most doubles its rounding. Both are tabled by step (:func:`_table`) up
+        to the step where ``1 - beta**j`` rounds to 1 (``37 / (1 - beta)``
+        steps), at most ``MAX_BIAS_TABLE``; later steps are computed per call.
         """
         near = min(_steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
 
@@ -721,7 +725,8 @@ class AdamCoasting:
             out[exact] = [1.0 - math.pow(beta, j) for j in n[exact].tolist()]
             return np.sqrt(out) if root else out
 
-        return _table(("bias", beta, root), fill, steps)
+        # from the step where beta**j < 2**-54 on, 1 - beta**j rounds to 1: the table stops there
+        return _table(("bias", beta, root), fill, np.minimum(steps, _steps_below(beta, 2.0**-54)))
 
     def _powers(self, base: float, scale: float, n: np.ndarray) -> np.ndarray:
         """``base ** (scale * n)`` for the int64 ``n >= 0``, tabled (:meth:`_table`)."""
