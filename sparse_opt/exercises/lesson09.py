@@ -130,7 +130,7 @@ SKIPPED_DISPLACEMENT = Exercise(
     diagnoses=(
         Diagnosis(
             "every skipped step used the touch step's rate (rates[-1]): that is the current-rate catch-up of "
-            "TorchRec, FBGEMM and HugeCTR, not dense Adam; step j runs at rates[j - last - 1]",
+            "FBGEMM (DECOUPLE_GLOBAL) and HugeCTR (LazyGlobal), not dense Adam; step j runs at rates[j - last - 1]",
             _flawed("current_rate"),
         ),
         Diagnosis(

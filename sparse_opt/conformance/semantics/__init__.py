@@ -13,8 +13,10 @@ The Adam references, in report order:
 - ``dormancy_decay``: sparse_opt DORMANCY_DECAY;
 - ``dense_adamw``: dense AdamW = sparse_opt DENSE_EQUIVALENT (torch Adam / AdamW);
 - ``current_rate``: DENSE_EQUIVALENT's catch-up with every skipped step at the
-  current step's rate, as TorchRec / FBGEMM ``DECOUPLE_GLOBAL`` / HugeCTR
-  ``LazyGlobal`` catch rows up (modelled; scenarios with a schedule only);
+  current step's rate, as FBGEMM ``DECOUPLE_GLOBAL`` (TorchRec's GPU tables
+  use it) and HugeCTR ``LazyGlobal`` catch rows up (modelled; scenarios with a
+  schedule only). TorchRec 1.8.0's CPU fused SGD under its ``WarmupOptimizer``,
+  run live, catches nothing up (``TorchrecSgdWarmup``);
 - ``dense_l2``: torch.optim.Adam with coupled L2 weight decay;
 - ``lazy_l2``: lazy Adam, coupled weight decay on touched rows only;
 - ``sparse_adam``: torch SparseAdam / TF-Addons LazyAdam / HugeCTR Local, eps on sqrt(v);
@@ -124,7 +126,7 @@ REFERENCES: tuple[Reference, ...] = (
     _ref("dense_adamw", "adam", "dense AdamW = sparse_opt DENSE_EQUIVALENT (torch.optim.AdamW; Adam without decay)",
          adam.dense_adamw, _WD, _ENTRIES, _LR),
     _ref("current_rate", "adam",
-         "TorchRec / FBGEMM DECOUPLE_GLOBAL / HugeCTR LazyGlobal rule (modelled from source): dense catch-up, "
+         "FBGEMM DECOUPLE_GLOBAL / HugeCTR LazyGlobal rule (modelled from source): dense catch-up, "
          "skipped steps at the current rate",
          adam.current_rate, _WD, _ENTRIES, modelled=True, requires=_LR),
     _ref("dense_l2", "adam", "torch.optim.Adam(weight_decay): dense, coupled L2 on every row",
@@ -172,8 +174,8 @@ REFERENCES: tuple[Reference, ...] = (
     _ref("sgd_dense", "sgd", "dense SGD = sparse_opt DENSE_EQUIVALENT (torch.optim.SGD, dampening 0)",
          sgd.dense, _WD, _ENTRIES, _LR),
     _ref("sgd_current_rate", "sgd",
-         "the TorchRec / FBGEMM / HugeCTR rule on SGD (modelled from source): dense catch-up, skipped steps at the "
-         "current rate",
+         "the FBGEMM DECOUPLE_GLOBAL / HugeCTR LazyGlobal rule on SGD (modelled from source): dense catch-up, "
+         "skipped steps at the current rate",
          sgd.current_rate, _WD, _ENTRIES, modelled=True, requires=_LR),
     _ref("sgd_no_decay", "sgd", "lazy SGD that ignores weight_decay (FBGEMM EXACT_SGD on CPU, any mode)",
          sgd.ignoring_decay, _LR, requires=_WD),
