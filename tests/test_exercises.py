@@ -618,7 +618,7 @@ PLANTED: dict[str, list[tuple[str, str]]] = {
                  v_hat = 0.999**k * v / (1 - 0.999**j)
                  terms.append(m_hat / (np.sqrt(v_hat) + 1e-8))
              return -rates[-1] * sum(terms)
-         """, "the current-rate catch-up of TorchRec"),
+         """, "the current-rate catch-up of FBGEMM"),
         ("""
          def skipped_displacement(m, v, last, touch, rates):
              out = 0.0
