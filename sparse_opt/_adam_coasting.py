@@ -111,14 +111,24 @@ once by the first catch-up that reaches a step; a window's weights are then
 gathers and a few multiplies per step, and its blocks are runs of steps cut
 where ``b`` crosses a power of ``BLOCK_RATIO`` (``b`` decreases along a window).
 
+*Terms that grow.* With ``c <= beta1`` (AdamW with ``1 - lr * weight_decay
+<= beta1``, at a constant rate) the terms ``c**(k-i) a_i / (b_i x + eps)``
+grow towards the end of the gap, by ``beta1 / c`` a step: the window is cut
+from the end instead, the last ``L = log(tol (1 - r) / (4 C)) / log r`` steps
+with ``r = c / beta1`` (:meth:`AdamCoasting._reverse_window`; ``C`` bounds the
+bias correction's growth), every step when ``r = 1``, and the blocks sum it as
+above.
+
 **Replaying dense Adam's own operations** (the fallback), where neither of the
 above applies: ``eps = 0`` with no window (``rho_{N-1} >= 1``: the replay keeps
 dense Adam's own roundings, bit for bit with torch), ``eps = 0`` with a ``v``
 that is subnormal, zero or reaches zero during the gap (possible only for
 ``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
-smallest subnormal), ``beta1 / c >= 1`` (AdamW with ``1 - lr * weight_decay
-<= beta1``: the terms grow towards the end of the gap; under a schedule, at
-its peak rate). The replay applies the steps one by one and stops, for each entry, as soon as the rest of its coasting
+smallest subnormal), a window cut from the end longer than
+``MAX_REVERSE_WINDOW`` (``c`` equal or within about ``1e-5`` of ``beta1``: then
+every step of the gap weighs about the same, and the replay walks it, O(gap)),
+and ``beta1 >= 1 - peak * weight_decay`` under a schedule. The replay applies
+the steps one by one and stops, for each entry, as soon as the rest of its coasting
 is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
 beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
 rho_0)(1 - beta1**(j+1)) sqrt(v_j))`` -- or its ``m`` has underflowed to zero;
@@ -186,6 +196,8 @@ MAX_BIAS_TABLE = 1 << 20
 TABLE_CHUNK = 1 << 12
 #: The tables by step of :meth:`AdamCoasting._table`, shared by every optimizer of the process.
 _TABLES: dict[tuple, np.ndarray] = {}
+#: Longest window cut from the end of a gap (``c <= beta1``, :meth:`AdamCoasting._reverse_window`); beyond, replayed.
+MAX_REVERSE_WINDOW = 1 << 18
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -228,11 +240,14 @@ class AdamCoasting:
             d1, d2 = self.decay1, self.decay2
             self.rho = d1 / (self.c * d2**self.powers) if self.c > 0 and d2 > 0 else np.full(self.terms, np.inf)
         self.window = self._window()
-        # the Chebyshev blocks need eps > 0 and terms that end up decaying geometrically, q = beta1 / c < 1 (see
-        # _block_window; under a schedule c is the smallest decay factor, at the peak rate: _uses_blocks); with
-        # eps = 0 and no window, the replay keeps dense Adam's own roundings
+        # the Chebyshev blocks need eps > 0. Their window is the first steps of a gap where the terms end up
+        # decaying, q = beta1 / c < 1 (_block_window; under a schedule c is the smallest decay factor, at the peak
+        # rate: _uses_blocks), and the last ones where they grow towards its end, q >= 1 at a constant rate
+        # (_reverse_window); with eps = 0 and no window, the replay keeps dense Adam's own roundings
         q = self.decay1 / self.c if self.c > 0 else math.inf
-        self.blocks = q < 1 and eps > 0
+        #: Whether the coasting terms grow towards the end of a gap (AdamW with ``1 - lr * weight_decay <= beta1``).
+        self.reverse = self.rate.constant is not None and not q < 1
+        self.blocks = eps > 0 and (q < 1 or self.reverse)
         #: The smallest decay factor of the dormant steps the current catch-up applies (``c`` at a constant rate).
         self._c_low = self.c
         # where dense Adam's zero-gradient steps stop changing a subnormal m or v (see _stall)
@@ -389,6 +404,10 @@ class AdamCoasting:
             coasting &= ~replay
         if not self.window and coasting.any() and not self._uses_blocks(through):
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
+        elif self.reverse and coasting.any():  # c = beta1 (to rounding): every step of a long gap counts, replayed
+            too_long = coasting & np.broadcast_to(self._reverse_window(last, gap) > MAX_REVERSE_WINDOW, shape)
+            if too_long.any():
+                replay, coasting = too_long if replay is None else replay | too_long, coasting & ~too_long
         slow = None
         if replay is not None and replay.any():
             s_r, k_r = np.broadcast_to(last, shape)[replay], np.broadcast_to(gap, shape)[replay]
@@ -508,10 +527,13 @@ class AdamCoasting:
         head = latest - classes  # steps before the latest last step
         tail = int(gaps[-1])  # the steps every row is dormant for
         scale = self.decay2 ** (head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
-        windows = self._block_window(classes, x_class)
-        shared = self._block_window(np.array([latest]), np.array([float((x_row * scale[row_class]).max())]))[0]
+        share = classes.size > 1 and not self.reverse  # reverse windows all end at the same step: nothing to share
+        if share:
+            windows = self._block_window(classes, x_class)
+            shared = self._block_window(np.array([latest]), np.array([float((x_row * scale[row_class]).max())]))[0]
+            share = 2 * (np.minimum(head, windows).sum() + min(tail, shared)) < np.minimum(gaps, windows).sum()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            if classes.size > 1 and 2 * (np.minimum(head, windows).sum() + min(tail, shared)) < np.minimum(gaps, windows).sum():
+            if share:
                 # S(s, k) = c**tail S(s, head) + beta1**head S(latest, tail, beta2**(head/2) x): the long windows of
                 # the rows last touched before `latest` all end in the same steps, summed once
                 acc, const = self._sum_rows(x, row_class, classes, head, x_least, x_class)
@@ -619,10 +641,15 @@ class AdamCoasting:
         the Chebyshev coefficients of ``H(t) = sum w_i / (1 - e_i t)`` on it,
         and how many of them it needs.
         """
-        count_steps = np.minimum(k, self._block_window(s, x_max))
+        if self.reverse:  # the last steps of each gap
+            count_steps = np.minimum(k, self._reverse_window(s, k))
+            skip = k - count_steps
+        else:
+            count_steps = np.minimum(k, self._block_window(s, x_max))
+            skip = np.zeros(s.shape, dtype=np.int64)
         owner = np.repeat(np.arange(s.size), count_steps)
         first = np.cumsum(count_steps) - count_steps
-        i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1
+        i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
         steps = s[owner] + i
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
@@ -757,6 +784,29 @@ class AdamCoasting:
             if rho0 < 1.0:
                 best = np.minimum(best, np.log(self.tol * (1.0 - rho0) * g1 / 4.0) / math.log(rho0))
         return np.minimum(np.ceil(best) + 1, 1 << 62).astype(np.int64)
+
+    def _reverse_window(self, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Steps from the end of each gap ``(s, k)`` before which the coasting is below ``tol / 4`` of its last term.
+
+        With ``c <= beta1`` (AdamW with ``1 - lr * weight_decay <= beta1``) the
+        terms ``c**(k-i) a_i / (b_i x + eps)`` grow towards the end of the gap.
+        Term ``k - l`` over term ``k`` is ``(c / beta1)**l`` times ``(1 - beta1**T)
+        / (1 - beta1**(T-l)) <= C = 1 / (1 - beta1**(s+1))`` times ``(b_k x +
+        eps) / (b_{k-l} x + eps) <= 1`` (``b`` decreases), so with ``r = c /
+        beta1 < 1`` the steps before the last ``L = log(tol (1 - r) / (4 C)) /
+        log r`` add less than ``tol / 4``, for every ``x``. With ``r = 1``
+        (``c == beta1`` in the dtype) every step counts: ``L = k``.
+        """
+        k = np.asarray(k, dtype=np.int64)
+        r = self.c / self.decay1
+        if r == 0.0:
+            return np.minimum(k, 1)
+        if r >= 1.0:
+            return k
+        bc1 = -np.expm1(np.asarray(s + 1, dtype=np.float64) * math.log(self.beta1)) if self.beta1 > 0 else 1.0
+        with np.errstate(divide="ignore", over="ignore"):
+            window = np.log(self.tol * (1.0 - r) * bc1 / 4.0) / math.log(r)
+        return np.minimum(np.ceil(window) + 1, k).astype(np.int64)
 
     def _chebyshev_terms(self, e_max: np.ndarray, mid: np.ndarray, half: np.ndarray) -> np.ndarray:
         """Chebyshev terms for ``H(t) = sum w_i / (1 - e_i t)`` on ``[mid - half, mid + half]``, per block (``e_i < 1/2``).

@@ -408,3 +408,24 @@ def test_a_catch_up_under_a_schedule_is_float64_rounding_of_the_exact_recurrence
     scale = abs(decay * d["p"]) + terms
     err = float(abs(mpmath.mpf(got) - ref) / (scale * EPS64))
     assert err <= BOUND_EPS, (d, err)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (p, m, v, s, k, lr, beta1, beta2, eps, wd): 1 - lr * wd <= beta1, the terms grow towards the gap's end
+        (0.7, 1e-3, 1e-6, 3, 3000, 0.5, 0.9, 0.999, 1e-8, 0.5),  # c / beta1 = 0.83
+        (-1.3, -2.0, 4.0, 40, 2000, 0.1, 0.9, 0.999, 1e-3, 1.0),  # c == beta1 in float64? (0.9 both)
+        (0.2, 3e-7, 1e-12, 100, 5000, 1e-2, 0.999, 0.999, 1e-8, 0.1),  # c = 0.999 = beta1
+        (1.5, 1e-9, 1e-18, 7, 20_000, 1e-3, 0.9999, 0.9999, 1e-8, 0.5),  # c / beta1 = 0.99959
+        (0.4, 0.05, 0.01, 1, 50, 1.0, 0.9, 0.99, 1e-8, 1.0),  # c = 0: only the last step's term is left
+    ],
+)
+def test_adamw_whose_decay_outpaces_beta1_against_the_exact_recurrence(case):
+    """c = 1 - lr * wd <= beta1: the coasting's terms grow towards the end of the gap, and the window is cut from
+    the end (sparse_opt._adam_coasting, *Terms that grow*); before, every such coordinate was replayed step by
+    step until its m underflowed (O(gap), minutes for beta1 = 0.9999 after 10**6 steps)."""
+    errors = long_error_in_eps(*case)
+    assert errors is not None
+    err_p, err_m, err_v = errors
+    assert err_p <= BOUND_EPS and err_m <= 2.0 and err_v <= 2.0, (err_p, err_m, err_v)

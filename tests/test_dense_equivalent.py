@@ -319,6 +319,46 @@ def test_a_coasting_that_grows_before_eps_takes_over_costs_a_bounded_window(monk
     assert np.isfinite(results[1]) and results[0] == pytest.approx(results[1], rel=1e-14)
 
 
+def test_adamw_whose_decay_outpaces_beta1_sums_a_window_cut_from_the_end(monkeypatch):
+    """1 - lr * wd < beta1: the terms grow towards the gap's end; the blocks sum its last steps, as many for any gap."""
+    replays, windows = [], []
+    original_blocks = AdamCoasting._blocks
+
+    def counting_blocks(self, s, k, x_min, x_max):
+        windows.append(int(np.minimum(k, self._reverse_window(s, k)).sum()))
+        return original_blocks(self, s, k, x_min, x_max)
+
+    monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
+    monkeypatch.setattr(AdamCoasting, "_blocks", counting_blocks)
+    config = {"lr": 0.5, "weight_decay": 0.3, "beta1": 0.9}  # c / beta1 = 0.94
+    for gap in (10**4, 10**9):
+        far_apart(config, gap)[0].catch_up()
+    assert replays == [] and len(windows) == 2 and windows[0] == windows[1] < 1000
+    schedule = [([0, 1], [0.3, -2e-6])] + [([], [])] * 700
+    lazy, dense = run_adam_pair(schedule, 2, config)
+    lazy.catch_up()
+    assert_close(lazy.params, dense.params, rtol=1e-12)
+
+
+def test_a_window_from_the_end_too_long_for_the_blocks_is_replayed(monkeypatch):
+    """c == beta1 (lr * wd = 1 - beta1): every step of a gap weighs the same; past MAX_REVERSE_WINDOW, replayed."""
+    monkeypatch.setattr(_adam_coasting, "MAX_REVERSE_WINDOW", 64)
+    replays = []
+    original = AdamCoasting._replay
+
+    def counting(self, *args):
+        replays.append(args[0].size)
+        return original(self, *args)
+
+    monkeypatch.setattr(AdamCoasting, "_replay", counting)
+    config = {"lr": 0.1, "weight_decay": 1.0, "beta1": 0.9}  # c = 0.9 = beta1
+    short = [([0, 1], [0.3, -0.5])] + [([], [])] * 40 + [([1], [0.1])] + [([], [])] * 300
+    lazy, dense = run_adam_pair(short, 2, config)
+    lazy.catch_up()
+    assert replays == [2]  # row 1's 40 dormant steps by the blocks; at the end 340 and 300, both replayed
+    assert_close(lazy.params, dense.params, rtol=1e-12)
+
+
 def test_replay_stops_once_the_rest_of_the_coasting_is_negligible(monkeypatch):
     """Where the replay is used (eps = 0 and no window), it runs a bounded number of steps for any gap."""
     calls = []
