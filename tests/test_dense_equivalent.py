@@ -299,17 +299,23 @@ def test_eps_zero_with_a_second_moment_that_reaches_zero_follows_dense_adam_to_i
     assert np.isinf(dense.params[0]) == (gap > 1000)
 
 
-def test_a_coasting_that_grows_before_eps_takes_over_costs_a_bounded_window(monkeypatch):
-    """beta2 < beta1**2 (rho_0 >= 1, no expansion): the Chebyshev blocks sum a window bounded for any gap, no replay."""
+def _count_replays_and_windows(monkeypatch, window_of):
+    """Record each replay call and each ``_blocks`` call's summed steps (``min(k, window_of(self, s, k, x_max))``)."""
     replays, windows = [], []
     original_blocks = AdamCoasting._blocks
 
     def counting_blocks(self, s, k, x_min, x_max):
-        windows.append(int(np.minimum(k, self._block_window(s, x_max)).sum()))
+        windows.append(int(np.minimum(k, window_of(self, s, k, x_max)).sum()))
         return original_blocks(self, s, k, x_min, x_max)
 
     monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
     monkeypatch.setattr(AdamCoasting, "_blocks", counting_blocks)
+    return replays, windows
+
+
+def test_a_coasting_that_grows_before_eps_takes_over_costs_a_bounded_window(monkeypatch):
+    """beta2 < beta1**2 (rho_0 >= 1, no expansion): the Chebyshev blocks sum a window bounded for any gap, no replay."""
+    replays, windows = _count_replays_and_windows(monkeypatch, lambda self, s, k, x_max: self._block_window(s, x_max))
     results = []
     for gap in (10**4, 10**9):
         opt, p = far_apart({"lr": 1e-3, "beta1": 0.9, "beta2": 0.5}, gap)
@@ -321,15 +327,7 @@ def test_a_coasting_that_grows_before_eps_takes_over_costs_a_bounded_window(monk
 
 def test_adamw_whose_decay_outpaces_beta1_sums_a_window_cut_from_the_end(monkeypatch):
     """1 - lr * wd < beta1: the terms grow towards the gap's end; the blocks sum its last steps, as many for any gap."""
-    replays, windows = [], []
-    original_blocks = AdamCoasting._blocks
-
-    def counting_blocks(self, s, k, x_min, x_max):
-        windows.append(int(np.minimum(k, self._reverse_window(s, k)).sum()))
-        return original_blocks(self, s, k, x_min, x_max)
-
-    monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
-    monkeypatch.setattr(AdamCoasting, "_blocks", counting_blocks)
+    replays, windows = _count_replays_and_windows(monkeypatch, lambda self, s, k, x_max: self._reverse_window(s, k))
     config = {"lr": 0.5, "weight_decay": 0.3, "beta1": 0.9}  # c / beta1 = 0.94
     for gap in (10**4, 10**9):
         far_apart(config, gap)[0].catch_up()
