@@ -665,13 +665,13 @@ class AdamCoasting:
         owner, b, w = owner[keep], b[keep], w[keep]
         # the kept terms of a window are contiguous and their b decreases with i, so its blocks (levels of b
         # below the window's largest) are runs: cut where the window or the level changes
-        cut = np.flatnonzero(np.diff(owner)) + 1 if owner.size else np.zeros(0, np.int64)
-        heads = np.concatenate(([0], cut)) if owner.size else cut
+        new_block = np.ones(owner.size, dtype=bool)
+        new_block[1:] = owner[1:] != owner[:-1]  # a window's first term
+        heads = np.flatnonzero(new_block)
         top = np.maximum.reduceat(b, heads) if owner.size else np.zeros(0)
         with np.errstate(divide="ignore"):
             level = np.floor(np.log(np.repeat(top, np.diff(np.append(heads, owner.size))) / b) / math.log(BLOCK_RATIO))
-        new_block = np.ones(owner.size, dtype=bool)
-        new_block[1:] = (owner[1:] != owner[:-1]) | (level[1:] != level[:-1])
+        new_block[1:] |= level[1:] != level[:-1]
         starts = np.flatnonzero(new_block)
         blk = np.cumsum(new_block) - 1
         nb = starts.size
