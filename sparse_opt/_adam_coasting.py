@@ -198,6 +198,8 @@ TABLE_CHUNK = 1 << 12
 _TABLES: dict[tuple, np.ndarray] = {}
 #: Longest window cut from the end of a gap (``c <= beta1``, :meth:`AdamCoasting._reverse_window`); beyond, replayed.
 MAX_REVERSE_WINDOW = 1 << 18
+#: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
+NODE_BATCH = 1 << 16
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -414,10 +416,14 @@ class AdamCoasting:
             slow = (replay, self._replay(p[replay], m[replay], v[replay], s_r, k_r))
         coast = direct = None
         if coasting.any():
+            x = np.sqrt(v)
+            extremes = None
+            if _whole_rows(x, last) and np.count_nonzero(coasting) == np.count_nonzero(gap > 0) * x.shape[1]:
+                extremes = _row_extremes(x, x)  # every entry of the dormant rows coasts: their ranges of x, once
             if self.window:
-                coast = self._expand(m, v, last, gap, through, coasting)
+                coast = self._expand(m, x, last, gap, through, coasting, None if extremes is None else extremes[1])
             if coast is None:
-                direct = self._direct_rows(m, v, last, gap, coasting)
+                direct = self._direct_rows(m, x, last, gap, coasting, extremes)
         # the decays of k zero-gradient steps, then the coasting
         if self.weight_decay and self.rate.constant is None:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
@@ -439,28 +445,38 @@ class AdamCoasting:
         return p, m, v
 
     def _expand(
-        self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, through: int, candidates: np.ndarray
+        self,
+        m: np.ndarray,
+        x: np.ndarray,
+        last: np.ndarray,
+        gap: np.ndarray,
+        through: int,
+        candidates: np.ndarray,
+        x_low: np.ndarray | None = None,
     ) -> np.ndarray | None:
-        """The expanded coasting ``lr m S`` of the ``candidates``, from ``m_s``, ``v_s``; None unless it converges for all.
+        """The expanded coasting ``lr m S`` of the ``candidates``, from ``m_s`` and ``x = sqrt(v_s)``; None unless it converges for all.
 
         The expansion converges where ``eps <= THETA b x`` (module docstring).
         Where some candidates fall short, all of them go to the blocks: one
-        pass over whole rows costs less than two over masked parts.
+        pass over whole rows costs less than two over masked parts. ``x_low``,
+        each row's smallest ``x``, is given when the candidates are every
+        entry of the table rows with a positive gap: then the rows decide.
         """
         L = self.window
         window = np.minimum(gap, L)
-        x = np.sqrt(v)
         # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x): eligible where x >= x_min
         b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
         with np.errstate(divide="ignore"):
             x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
-        fast = candidates & (x >= x_min)
-        if not np.array_equal(fast, candidates):  # gradients near or below eps: the blocks take them all
+        if x_low is not None:
+            if not ((x_low[:, None] >= x_min) | (gap <= 0)).all():  # a row's smallest x decides for all its entries
+                return None
+        elif not np.array_equal(candidates & (x >= x_min), candidates):  # near or below eps: the blocks take them all
             return None
         if self.eps == 0.0:
             terms = 1
         else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
-            smallest = np.maximum(x.min(), x_min)
+            smallest = np.maximum(x.min() if x_low is None else x_low.min(), x_min)
             with np.errstate(divide="ignore"):
                 worst = float(np.max(np.where(gap > 0, self.eps / (smallest * b_last), 0.0)))
             terms = min(self.terms, max(1, math.ceil(math.log(self.tol) / math.log(worst)))) if worst > 0 else 1
@@ -483,62 +499,83 @@ class AdamCoasting:
         return coast
 
     def _direct_rows(
-        self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray
+        self,
+        m: np.ndarray,
+        x: np.ndarray,
+        last: np.ndarray,
+        gap: np.ndarray,
+        wanted: np.ndarray,
+        extremes: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """:meth:`_direct` on the catch-up's arrays (any shape, ``last`` broadcasting), in the dtype, shaped like ``m``."""
         shape = m.shape
         if m.ndim == 2 and np.ndim(last) == 2 and np.shape(last)[1] == 1:  # whole table rows: one (s, k) per row
             s, k = np.broadcast_to(last, (shape[0], 1)), np.broadcast_to(gap, (shape[0], 1))
-            return self._direct(m, v, s, k, wanted)
+            return self._direct(m, x, s, k, wanted, extremes)
         s = np.broadcast_to(last, shape).reshape(-1, 1)
         k = np.broadcast_to(gap, shape).reshape(-1, 1)
-        flat = self._direct(m.reshape(-1, 1), v.reshape(-1, 1), s, k, wanted.reshape(-1, 1))
+        flat = self._direct(m.reshape(-1, 1), x.reshape(-1, 1), s, k, wanted.reshape(-1, 1))
         return flat.reshape(shape)
 
-    def _direct(self, m: np.ndarray, v: np.ndarray, last: np.ndarray, gap: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    def _direct(
+        self,
+        m: np.ndarray,
+        x: np.ndarray,
+        last: np.ndarray,
+        gap: np.ndarray,
+        wanted: np.ndarray,
+        extremes: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> np.ndarray:
         """``lr * m * S`` where ``wanted``, by Chebyshev blocks shared by each row (module docstring).
 
-        ``m``, ``v`` and ``wanted`` have shape ``(R, C)``; ``last`` and ``gap``
-        ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``s`` share their
-        weights and blocks, and where that saves most of the work, all rows
-        share the steps after the latest ``s`` (module docstring, *Cost*).
-        Returns an ``(R, C)`` array in the dtype, 0 where not wanted.
+        ``m``, ``x = sqrt(v)`` and ``wanted`` have shape ``(R, C)``; ``last``
+        and ``gap`` ``(R, 1)``: one ``(s, k)`` per row. Rows with equal ``s``
+        share their weights and blocks, and where that saves most of the work,
+        all rows share the steps after the latest ``s`` (module docstring,
+        *Cost*). ``extremes``, each row's largest and smallest ``x``, is given
+        when the wanted entries are every entry of the rows with a positive
+        gap: then every row is summed, those with a zero gap as a window of no
+        steps, without masks. Returns an ``(R, C)`` array in the dtype, 0 where
+        not wanted.
         """
-        every = bool(wanted.all())  # every coasting entry is here, and every row coasts
-        rows = np.arange(m.shape[0]) if every else np.flatnonzero(wanted.any(axis=1))
-        x = np.sqrt(v if every else v[rows])
-        whole = every or bool(wanted[rows].all())  # the rows that coast do so in every entry: no masks
-        if whole:
-            x_row, x_low = x.max(axis=1).astype(np.float64), x.min(axis=1).astype(np.float64)
+        rows = None  # every row, or the rows with a wanted entry
+        if extremes is None and wanted.all():
+            extremes = _row_extremes(x, x)
+        if extremes is not None:
+            x_row, x_low = extremes
         else:
-            wanted = wanted[rows]
-            x_row = np.where(wanted, x, 0).max(axis=1).astype(np.float64)
-            x_low = np.where(wanted, x, np.inf).min(axis=1).astype(np.float64)
+            rows = np.flatnonzero(wanted.any(axis=1))
+            x, wanted = x[rows], wanted[rows]
+            whole = bool(wanted.all())  # the rows that coast do so in every entry: no masks
+            x_row, x_low = _row_extremes(x, x) if whole else _row_extremes(np.where(wanted, x, 0), np.where(wanted, x, np.inf))
         # every catch-up brings its coordinates through the same step, so the window (s, k) is fixed by s
-        classes, row_class = np.unique(last[rows, 0], return_inverse=True)
-        row_class = row_class.reshape(-1)
+        classes, row_class = _classes(last[:, 0] if rows is None else last[rows, 0])
         x_class = np.zeros(len(classes))
         np.maximum.at(x_class, row_class, x_row)
         x_least = np.full(len(classes), np.inf)
         np.minimum.at(x_least, row_class, x_low)
         gaps = np.zeros(len(classes), dtype=np.int64)
-        gaps[row_class] = gap[rows, 0]
-        latest = int(classes.max())
-        head = latest - classes  # steps before the latest last step
-        tail = int(gaps[-1])  # the steps every row is dormant for
-        scale = self.decay2 ** (head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
-        share = classes.size > 1 and not self.reverse  # reverse windows all end at the same step: nothing to share
-        if share:
+        gaps[row_class] = gap[:, 0] if rows is None else gap[rows, 0]
+        latest = int(classes[gaps > 0].max())  # the latest last step of a row that is dormant
+        head = np.maximum(latest - classes, 0)  # steps before it (0 for the rows touched on the step before)
+        tail = int(gaps[np.searchsorted(classes, latest)])  # the steps every dormant row is dormant for
+        windows = share = None
+        if classes.size > 1 and not self.reverse:  # reverse windows all end at the same step: nothing to share
             windows = self._block_window(classes, x_class)
-            shared = self._block_window(np.array([latest]), np.array([float((x_row * scale[row_class]).max())]))[0]
-            share = 2 * (np.minimum(head, windows).sum() + min(tail, shared)) < np.minimum(gaps, windows).sum()
+            alone = np.minimum(gaps, windows).sum()
+            if 2 * np.minimum(head, windows).sum() < alone:  # worth the shared window's bound
+                scale = self.decay2 ** (head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
+                shared = self._block_window(np.array([latest]), np.array([float((x_row * scale[row_class]).max())]))[0]
+                share = 2 * (np.minimum(head, windows).sum() + min(tail, shared)) < alone
+        if share and rows is None and not gaps.all():  # the rows touched on the step before do not share: masked
+            return self._direct(m, x, last, gap, wanted)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             if share:
                 # S(s, k) = c**tail S(s, head) + beta1**head S(latest, tail, beta2**(head/2) x): the long windows of
                 # the rows last touched before `latest` all end in the same steps, summed once
                 acc, const = self._sum_rows(x, row_class, classes, head, x_least, x_class)
                 across = scale[row_class].astype(self.dtype)[:, None]
-                one = np.zeros(rows.size, dtype=np.int64)
+                one = np.zeros(row_class.size, dtype=np.int64)
                 x_shared = x * across
                 acc_s, const_s = self._sum_rows(
                     x_shared,
@@ -554,29 +591,37 @@ class AdamCoasting:
                 acc += acc_s * later.astype(self.dtype)[:, None]
                 const = tail_decay * const + later * const_s
             else:
-                acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class)
-            m_rows = m if every else m[rows]
+                acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class, windows)
+            m_rows = m if rows is None else m[rows]
             lr = self.lr if self.rate.constant is not None else 1.0  # a schedule's rates are in the weights
             coast = m_rows * self.dtype.type(lr)
             coast *= acc
             if const.any():  # lr * m enters the term: with a tiny eps and v = 0, 1 / eps alone overflows (> 1e307)
                 lr_m = lr * m_rows.astype(np.float64)
                 coast += np.where(const[:, None] != 0, (lr_m * const[:, None]) / self.eps, 0.0).astype(self.dtype)
-        if every:
+        if rows is None:
             return coast
         out = np.zeros(m.shape, dtype=self.dtype)
         out[rows] = coast if whole else np.where(wanted, coast, 0)
         return out
 
     def _sum_rows(
-        self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray
+        self,
+        x: np.ndarray,
+        row_class: np.ndarray,
+        s: np.ndarray,
+        k: np.ndarray,
+        x_min: np.ndarray,
+        x_max: np.ndarray,
+        windows: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``sum_blocks H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``) of windows ``(s, k)[row_class]``, and each row's constant.
 
         Returns the block sums (the dtype, shape of ``x``) and, per row, the
-        weight of the terms summed as ``w / eps`` (:meth:`_blocks`).
+        weight of the terms summed as ``w / eps`` (:meth:`_blocks`; ``windows``,
+        when given, is its ``_block_window(s, x_max)``).
         """
-        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(s, k, x_min, x_max)
+        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(s, k, x_min, x_max, windows)
         # rows in order of the terms their first block needs: each group of them is a slice
         count = blk_count[row_class]
         first_terms = np.zeros(row_class.size, dtype=np.int64)
@@ -584,13 +629,14 @@ class AdamCoasting:
             first_terms[count > 0] = terms[blk_start[row_class[count > 0]]]
         order = np.argsort(first_terms, kind="stable")
         xs, cls, first_terms, count = x[order], row_class[order], first_terms[order], count[order]
-        acc = np.zeros(x.shape, dtype=self.dtype)
+        acc = np.empty(x.shape, dtype=self.dtype)
         edges = np.flatnonzero(np.diff(first_terms)) + 1
         for lo, hi in zip([0, *edges.tolist()], [*edges.tolist(), cls.size]):
             if first_terms[lo] == 0:  # no block: every term of the window is in const
+                acc[lo:hi] = 0
                 continue
             blk = blk_start[cls[lo:hi]]
-            acc[lo:hi] = self._evaluate(xs[lo:hi], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : first_terms[lo]])
+            self._evaluate(xs[lo:hi], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : first_terms[lo]], out=acc[lo:hi])
         for o in range(1, int(count.max()) if count.size else 0):  # further blocks (b varying more than 2x)
             sel = np.flatnonzero(count > o)
             blk = blk_start[cls[sel]] + o
@@ -599,39 +645,55 @@ class AdamCoasting:
         out[order] = acc
         return out, const[row_class]
 
-    def _evaluate(self, x: np.ndarray, b_c: np.ndarray, mid: np.ndarray, half: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    def _evaluate(
+        self,
+        x: np.ndarray,
+        b_c: np.ndarray,
+        mid: np.ndarray,
+        half: np.ndarray,
+        coef: np.ndarray,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``, the dtype) of one block each, by Clenshaw's recurrence.
 
-        The per-entry arithmetic is in the parameters' dtype, as the fast path's.
+        The per-entry arithmetic is in the parameters' dtype, as the fast
+        path's. Written to ``out`` when given (an ``(R, C)`` array of the dtype).
         """
         dtype = self.dtype
         bx = b_c.astype(dtype)[:, None] * x
         den = bx + dtype.type(self.eps)
-        u = (bx / den) * (1.0 / half).astype(dtype)[:, None]
+        u = np.divide(bx, den, out=bx)  # t, mapped to [-1, 1] below
+        u *= (1.0 / half).astype(dtype)[:, None]
         u -= (mid / half).astype(dtype)[:, None]
         c = coef.astype(dtype)
         used = c.shape[1]
-        b1 = np.broadcast_to(c[:, used - 1 : used], u.shape)
         if used == 1:
-            return b1 / den
+            return np.divide(c[:, :1], den, out=out)
         two_u = u + u
-        b2 = np.zeros(u.shape, dtype=dtype)
-        spare = [np.empty_like(u), np.empty_like(u)]  # the recurrence's arrays, reused (no allocation per term)
+        b1, b2 = np.broadcast_to(c[:, used - 1 : used], u.shape), None  # b2 = 0 until the first step
+        spare: list[np.ndarray] = []  # the recurrence's arrays, reused: three at most, whatever the terms
         for n in range(used - 2, 0, -1):
-            step = np.multiply(two_u, b1, out=spare.pop())
-            step -= b2
+            step = np.multiply(two_u, b1, out=spare.pop() if spare else None)
+            if b2 is not None:
+                step -= b2
+                if b2.flags.writeable:  # not the broadcast last coefficient
+                    spare.append(b2)
             step += c[:, n : n + 1]
-            if b2.flags.writeable:  # not the broadcast first coefficient
-                spare.append(b2)
             b1, b2 = step, b1
-        out = u * b1
-        out -= b2
-        out += c[:, :1]
-        out /= den
-        return out
+        result = np.multiply(u, b1, out=out)
+        if b2 is not None:
+            result -= b2
+        result += c[:, :1]
+        result /= den
+        return result
 
-    def _blocks(self, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _blocks(
+        self, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray, windows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, ...]:
         """The Chebyshev blocks of the dormant windows ``(s, k)`` for ``x = sqrt(v)`` in ``[x_min, x_max]`` (one per window).
+
+        ``windows`` is :meth:`_block_window` of ``(s, x_max)``, computed here
+        unless given (and unused for windows cut from the end).
 
         Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms)``: per
         window, the weight ``sum w_i`` of its terms whose ``b_i x`` is
@@ -645,7 +707,7 @@ class AdamCoasting:
             count_steps = np.minimum(k, self._reverse_window(s, k))
             skip = k - count_steps
         else:
-            count_steps = np.minimum(k, self._block_window(s, x_max))
+            count_steps = np.minimum(k, self._block_window(s, x_max) if windows is None else windows)
             skip = np.zeros(s.shape, dtype=np.int64)
         owner = np.repeat(np.arange(s.size), count_steps)
         first = np.cumsum(count_steps) - count_steps
@@ -690,11 +752,12 @@ class AdamCoasting:
         needed = self._chebyshev_terms(e_max, t_mid, t_half)
         terms = int(needed.max()) if nb else 1
         theta = np.pi * (np.arange(terms) + 0.5) / terms
-        values = np.empty((nb, terms))
-        for q in range(terms):
-            node = t_mid + t_half * math.cos(theta[q])
-            values[:, q] = np.add.reduceat(w / (1.0 - e * node[blk]), starts) if nb else 0.0
-        coef = values @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
+        values = np.zeros((terms, nb))
+        group = max(1, NODE_BATCH // max(owner.size, 1))  # nodes summed per pass: one pass for a training step's windows
+        for q in range(0, terms if nb else 0, group):
+            node = t_mid + t_half * np.cos(theta[q : q + group])[:, None]  # (nodes, blocks)
+            values[q : q + group] = np.add.reduceat(w / (1.0 - e * node[:, blk]), starts, axis=1)
+        coef = values.T @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
         coef[:, 0] /= 2
         return const, start, count, b_c, t_mid, t_half, coef, needed
 
@@ -919,6 +982,41 @@ def _table(key: tuple, fill: Callable[[np.ndarray], np.ndarray], n: np.ndarray) 
     out[inside] = table[n[inside]]
     out[~inside] = fill(n[~inside])
     return out
+
+
+def _whole_rows(x: np.ndarray, last: np.ndarray) -> bool:
+    """Whether ``x`` holds whole table rows with one last step each: ``x`` is ``(R, C)`` and ``last`` ``(R, 1)``."""
+    return x.ndim == 2 and np.shape(last) == (x.shape[0], 1)
+
+
+def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(last, return_inverse=True)`` for int64 steps, by counting when they span few steps (a training step's rows).
+
+    The distinct steps ascending, and each entry's position among them.
+    """
+    if not last.size:
+        return last, np.zeros(0, dtype=np.int64)
+    low = int(last.min())
+    span = int(last.max()) - low + 1
+    if span > 4 * last.size + 1024:
+        return np.unique(last, return_inverse=True)
+    present = np.bincount(last - low, minlength=span) > 0
+    return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
+
+
+def _row_extremes(high: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest entry of each row of ``high`` and the smallest of ``low`` (both ``(R, C)``), in float64.
+
+    Reduced across columns of transposed copies: numpy reduces a contiguous
+    axis row by row (one short inner loop per row, several times slower than
+    the copy for the catch-up's rows of tens of entries), and a leading axis
+    with whole-array passes.
+    """
+    if high.shape[1] == 1:
+        return high[:, 0].astype(np.float64), low[:, 0].astype(np.float64)
+    high_t = np.ascontiguousarray(high.T)
+    low_t = high_t if low is high else np.ascontiguousarray(low.T)
+    return high_t.max(axis=0).astype(np.float64), low_t.min(axis=0).astype(np.float64)
 
 
 def _discounted_sums(rho: np.ndarray, u: np.ndarray) -> np.ndarray:
