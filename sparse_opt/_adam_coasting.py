@@ -417,13 +417,19 @@ class AdamCoasting:
         coast = direct = None
         if coasting.any():
             x = np.sqrt(v)
-            extremes = None
-            if _whole_rows(x, last) and np.count_nonzero(coasting) == np.count_nonzero(gap > 0) * x.shape[1]:
-                extremes = _row_extremes(x, x)  # every entry of the dormant rows coasts: their ranges of x, once
+            extremes, s_rows, k_rows = None, last, gap
+            if _whole_rows(x, last):
+                live = coasting.any(axis=1)
+                if np.count_nonzero(coasting) == np.count_nonzero(live) * x.shape[1]:
+                    # each row coasts in every entry or in none: the others (touched on the step before, or m = 0)
+                    # are windows of no steps, and the rows' ranges of x serve the expansion's check and the blocks
+                    extremes = _row_extremes(x, x)
+                    s_rows = np.where(live[:, None], last, through)
+                    k_rows = through - s_rows
             if self.window:
-                coast = self._expand(m, x, last, gap, through, coasting, None if extremes is None else extremes[1])
+                coast = self._expand(m, x, s_rows, k_rows, through, coasting, None if extremes is None else extremes[1])
             if coast is None:
-                direct = self._direct_rows(m, x, last, gap, coasting, extremes)
+                direct = self._direct_rows(m, x, s_rows, k_rows, coasting, extremes)
         # the decays of k zero-gradient steps, then the coasting
         if self.weight_decay and self.rate.constant is None:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
@@ -670,13 +676,13 @@ class AdamCoasting:
         if used == 1:
             return np.divide(c[:, :1], den, out=out)
         two_u = u + u
-        b1, b2 = np.broadcast_to(c[:, used - 1 : used], u.shape), None  # b2 = 0 until the first step
+        b1, b2 = c[:, used - 1 : used], None  # the last coefficient (a column, broadcast); b2 = 0 until the first step
         spare: list[np.ndarray] = []  # the recurrence's arrays, reused: three at most, whatever the terms
         for n in range(used - 2, 0, -1):
             step = np.multiply(two_u, b1, out=spare.pop() if spare else None)
             if b2 is not None:
                 step -= b2
-                if b2.flags.writeable:  # not the broadcast last coefficient
+                if b2.shape == u.shape:  # not the last coefficient's column
                     spare.append(b2)
             step += c[:, n : n + 1]
             b1, b2 = step, b1

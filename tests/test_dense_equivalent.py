@@ -483,6 +483,36 @@ def test_table_catch_up_by_rows_equals_flat_catch_up_by_coordinates():
     assert t_opt.state_dict()["last_step"].shape == (6,)  # every row current: one step per row again
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e-6])
+def test_table_rows_fresh_or_touched_the_step_before_catch_up_as_flat_coordinates_do(scale):
+    """Rows never touched (m = 0) or touched on the step before (no gap) beside rows after a long gap: the table's
+    whole-row catch-up (those rows summed as windows of no steps) gives the per-coordinate catch-up's bits."""
+    rng = np.random.default_rng(11)
+    rows, cols = 40, 4
+    table = rng.standard_normal((rows, cols)).astype(np.float32)
+    flat = table.reshape(-1).copy()
+    cfg = so.SparseAdamConfig(lr=1e-3, beta1=0.999, mode=DENSE)
+    t_opt, f_opt = so.SparseAdamTable(table, cfg), so.SparseAdam(flat, cfg)
+
+    def step(ids):
+        g = so.CsrGradient.from_rows(ids, (rng.standard_normal((ids.size, cols)) * scale).astype(np.float32), rows)
+        t_opt.step(g)
+        f_opt.step(g.to_coo())
+
+    for _ in range(12):  # rows 0 .. 29 warm, last touched on different steps; rows 30 .. 39 never
+        step(np.sort(rng.choice(30, size=6, replace=False)))
+    for opt in (t_opt, f_opt):
+        state = opt.state_dict()
+        state["step_count"] = np.int64(int(state["step_count"]) + 100_000)
+        opt.load_state_dict(state)
+    step(np.arange(0, 10))
+    step(np.arange(5, 40))  # rows 5 .. 9 touched on the step before, 10 .. 29 after the gap, 30 .. 39 fresh
+    np.testing.assert_array_equal(table.reshape(-1), flat)
+    t_opt.catch_up()
+    f_opt.catch_up()
+    np.testing.assert_array_equal(table.reshape(-1), flat)
+
+
 def test_sgd_catch_up_stays_exact_for_a_gap_of_a_hundred_thousand_steps():
     """M**k is formed and powered in double-double: no error growing with the gap (was 5.5e-12 at k = 1e5).
 
