@@ -153,14 +153,16 @@ is at most the schedule's peak, so the steps left out weigh less than ``tol /
 4`` of the first step's term at the peak rate -- of one peak-rate step of the
 coordinate. The cost is the blocks' (the window's rates are evaluated once per
 catch-up), plus, with ``weight_decay > 0``, the product of the decay factors
-of the steps beyond the window: O(gap) rate evaluations per distinct last
-step, as the parameter's own decay (:meth:`~sparse_opt._rates.LearningRate.decay`),
-numpy-vectorised for the built-in schedules. (An arbitrary callable needs its
-rate at every dormant step that decays; the built-in schedules, piecewise
-constant, linear, cosine and geometric, would allow per-piece products, not
-done.) Where the blocks cannot be used (``eps = 0``, or ``beta1 >= 1 - peak *
-weight_decay``) the replay applies each step's own rate and decay factor,
-stopping as above with the peak rate in the bound.
+of the steps beyond the window, as the parameter's own decay
+(:meth:`~sparse_opt._rates.LearningRate.decay`): the products are taken from
+the catch-up's last step back, so one pass over the gap serves every last
+step, and the steps where a built-in schedule has settled (after its warm-up
+or cosine, or where a decaying rate rounds to 0) are one power. An arbitrary
+callable needs its rate at every dormant step that decays: O(gap) rate
+evaluations per catch-up (numpy-vectorised for the built-ins); a built-in
+schedule's O(steps before it settles). Where the blocks cannot be used (``eps
+= 0``, or ``beta1 >= 1 - peak * weight_decay``) the replay applies each step's
+own rate and decay factor, stopping as above with the peak rate in the bound.
 
 A coordinate with ``m_s = 0`` does not coast (``p_T = c**k p_s``), except that
 with ``eps = 0`` and ``v_s = 0`` dense Adam computes ``0 / 0``: NaN, reproduced.
@@ -780,8 +782,8 @@ class AdamCoasting:
         applies to its coasting on the steps after it through the window's end
         ``s + k`` (the factors rounded as :meth:`LearningRate.decay` rounds
         them, multiplied from the last step back): O(1) per summed step, plus
-        O(k - count) rate evaluations for the decay of the steps beyond the
-        summed ones (none without weight decay).
+        the decay of the steps beyond the summed ones (none without weight
+        decay; :meth:`LearningRate.decay` for its cost).
         """
         if not steps.size:
             return np.zeros(0)

@@ -114,9 +114,15 @@ class LearningRate:
 
         The factors are rounded to the parameters' dtype as dense training's
         kernels apply them (torch multiplies a float32 parameter by a float32
-        factor). A constant rate gives ``c**k``; a schedule multiplies the
-        factors of each distinct range left to right, ``DECAY_BLOCK`` steps at a
-        time, and stops once a product is 0: O(gap) per distinct ``last``.
+        factor). A constant rate gives ``c**k``. A schedule's products are
+        taken from ``through`` back, ``P_j = c_j P_{j+1}``, so each is a function
+        of its own range alone, whatever other ranges are asked at once: one
+        pass over the steps from the smallest ``last``, ``DECAY_BLOCK`` at a
+        time, shared by every entry, and stopped once a product is 0. Where a
+        built-in schedule has settled (:func:`~sparse_opt.schedules.constant_from`)
+        the factors of the settled steps are one power. O(gap) rate evaluations
+        per call for any other schedule; for the built-ins, O(the steps before
+        they settle).
         """
         last = np.asarray(last)
         if not self.weight_decay:
@@ -126,12 +132,25 @@ class LearningRate:
             return c ** (through - last).astype(np.float64)
         starts, inverse = np.unique(last, return_inverse=True)
         out = np.ones(starts.shape)
-        for n, s in enumerate(starts.tolist()):
-            for lo in range(s + 1, through + 1, DECAY_BLOCK):
-                factors = (1.0 - self.over(lo, min(through + 1, lo + DECAY_BLOCK)) * self.weight_decay).astype(dtype)
-                out[n] *= float(np.multiply.accumulate(factors.astype(np.float64))[-1])  # left to right
-                if out[n] == 0.0:
-                    break
+        first = starts + 1  # the first step of each product
+        top, carry = through, 1.0  # the products of the steps after `top` are done: P_{top + 1} = carry
+        settled = schedules.constant_from(self.schedule)
+        if settled is not None and settled[0] <= through:
+            low = max(settled[0], int(first[0]))  # steps low .. through all have the settled rate
+            c = float(np.asarray(1.0 - self.at(low) * self.weight_decay, dtype=dtype))
+            tail = first >= low
+            out[tail] = schedules._int_powers(c, through + 1 - first[tail])
+            top, carry = low - 1, schedules._int_power(c, through + 1 - low)
+        while top >= first[0]:
+            lo = max(int(first[0]), top - DECAY_BLOCK + 1)
+            inside = (first >= lo) & (first <= top)
+            if carry == 0.0:  # every earlier product is 0 too
+                out[first <= top] = 0.0
+                break
+            factors = (1.0 - self.over(lo, top + 1) * self.weight_decay).astype(dtype).astype(np.float64)
+            chain = np.multiply.accumulate(np.concatenate(([carry], factors[::-1])))  # chain[n] = P_{top + 1 - n}
+            out[inside] = chain[top + 1 - first[inside]]
+            top, carry = lo - 1, float(chain[-1])
         return out[inverse].reshape(last.shape)
 
     def config_value(self) -> float | str:

@@ -64,6 +64,7 @@ __all__ = [
     "StepDecay",
     "WarmupCosine",
     "constant",
+    "constant_from",
     "exponential",
     "linear_warmup",
     "lr_at",
@@ -660,3 +661,34 @@ def peak(schedule: Callable[[int], float]) -> float | None:
     if type(schedule) not in _FUNCTION_NAMES:
         return None
     return max(schedule.lr, getattr(schedule, "final_lr", 0.0))  # type: ignore[attr-defined]
+
+
+def constant_from(schedule: Callable[[int], float]) -> tuple[int, float] | None:
+    """``(t0, rate)``: a built-in schedule's rate is ``rate`` on every step ``t >= t0``; None for any other callable.
+
+    :func:`linear_warmup` settles at the end of its warm-up, :func:`warmup_cosine`
+    at ``total_steps``, :func:`step_decay` and :func:`exponential` where ``gamma``'s
+    power rounds to 0 (at once for ``gamma = 1``: constant from step 1). A
+    catch-up multiplies the decay factors of the steps from ``t0`` on as one
+    power instead of step by step.
+
+    Examples
+    --------
+    >>> from sparse_opt import schedules
+    >>> schedules.constant_from(schedules.warmup_cosine(0.1, 10, 100, final_lr=0.01))
+    (100, 0.01)
+    >>> schedules.constant_from(schedules.exponential(1.0, 0.5)), schedules.constant_from(lambda t: 1.0)
+    ((1101, 0.0), None)
+    """
+    if isinstance(schedule, Constant):
+        return 1, schedule.lr
+    if isinstance(schedule, LinearWarmup):
+        return schedule.warmup_steps, schedule.lr
+    if isinstance(schedule, WarmupCosine):
+        return schedule.total_steps, schedule.final_lr
+    if isinstance(schedule, (StepDecay, Exponential)):
+        if schedule.gamma == 1.0:
+            return 1, schedule.lr
+        zero = int(_zero_from(schedule.gamma))  # the first power that rounds to 0
+        return (zero * schedule.step_size + 1 if isinstance(schedule, StepDecay) else zero + 1), 0.0
+    return None

@@ -1,0 +1,93 @@
+"""``LearningRate.decay``: the decoupled decay of dormant steps under a schedule, against exact products.
+
+The oracle is ``fractions.Fraction``: the exact product of the factors
+``dtype(1 - lr_j * weight_decay)`` (each rounded as dense training rounds it,
+then multiplied without rounding). The kit multiplies in float64, one rounding
+per factor (a settled schedule's factors as one power, within one rounding), so
+``n`` factors are within ``(n + 2) * 2**-53`` relative of the exact product.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_opt import schedules
+from sparse_opt._rates import DECAY_BLOCK, LearningRate
+
+U = 2.0**-53
+
+SCHEDULES = {
+    "warmup_cosine": schedules.warmup_cosine(0.3, 7, 60, final_lr=0.05),
+    "linear_warmup": schedules.linear_warmup(0.4, 25),
+    "step_decay": schedules.step_decay(0.5, 9, 0.5),
+    "exponential": schedules.exponential(0.5, 0.25),  # its power rounds to 0 from step 551
+    "callable": lambda t: 0.2 + 0.1 * ((t * 7919) % 13) / 13,
+}
+
+
+def exact_decay(rate: LearningRate, start: int, through: int, dtype: type) -> Fraction:
+    """``prod_{j=start+1}^{through} dtype(1 - lr_j * wd)``, exactly."""
+    product = Fraction(1)
+    for j in range(start + 1, through + 1):
+        product *= Fraction(float(dtype(1.0 - rate.at(j) * rate.weight_decay)))
+    return product
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_decay_is_the_exact_product_of_the_rounded_factors(name, dtype, data):
+    rate = LearningRate(SCHEDULES[name], weight_decay=data.draw(st.sampled_from([0.1, 1.0, 2.0])))
+    through = data.draw(st.integers(1, 700))
+    starts = np.array(data.draw(st.lists(st.integers(0, through), min_size=1, max_size=5)), dtype=np.int64)
+    got = rate.decay(starts, through, np.dtype(dtype))
+    for s, value in zip(starts.tolist(), got.tolist()):
+        want = exact_decay(rate, s, through, dtype)
+        bound = (through - s + 2) * U * want
+        assert abs(Fraction(value) - want) <= bound, (s, through, value, float(want))
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_a_product_is_the_same_whatever_else_is_asked_with_it(name):
+    """Each product depends on its own range alone (taken from ``through`` back): the same bits alone or in company."""
+    rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
+    through = 3 * DECAY_BLOCK + 17
+    starts = np.array([0, 5, DECAY_BLOCK - 1, DECAY_BLOCK, 2 * DECAY_BLOCK + 3, through - 1, through])
+    together = rate.decay(starts, through)
+    alone = np.array([rate.decay(np.array([s]), through)[0] for s in starts.tolist()])
+    np.testing.assert_array_equal(together, alone)
+    assert together[-1] == 1.0  # no step: an empty product
+
+
+def test_a_settled_schedule_evaluates_only_the_steps_before_it_settles(monkeypatch):
+    """warmup_cosine settles at total_steps: a gap of 10**12 steps asks for the rates up to there, then one power."""
+    rate = LearningRate(schedules.warmup_cosine(0.3, 7, 60, final_lr=1e-15), weight_decay=1.0)
+    asked = []
+    original = LearningRate.over
+
+    def counting(self, start, stop):
+        asked.append(stop - start)
+        return original(self, start, stop)
+
+    monkeypatch.setattr(LearningRate, "over", counting)
+    through = 10**12
+    got = rate.decay(np.array([3, 40]), through)
+    assert sum(asked) == 60 - 4  # steps 4 .. 59; the tail from step 60 on is (1 - 1e-15)**(through - 59)
+    tail = (1.0 - 1e-15) ** (through - 59)
+    assert 0.99 < tail < 1.0
+    assert got[0] == pytest.approx(float(exact_decay(rate, 3, 59, np.float64)) * tail, rel=1e-12)
+    assert got[1] == pytest.approx(float(exact_decay(rate, 40, 59, np.float64)) * tail, rel=1e-12)
+
+
+def test_a_factor_of_zero_makes_every_earlier_product_zero():
+    """lr_j * wd = 1 on step 30 only: products over ranges that include it are 0, the others are not."""
+    rate = LearningRate(lambda t: 1.0 if t == 30 else 0.5, weight_decay=1.0)
+    got = rate.decay(np.array([0, 29, 30, 31]), 40)
+    assert got[0] == got[1] == 0.0
+    assert got[2] == got[3] * 0.5 == 0.5**10
