@@ -89,9 +89,13 @@ catch-up after a long gap). The number of blocks of a row is at most
 ``b x`` falls below ``tol eps`` join the constant): 1 for the defaults once
 past the first steps, a few while the bias correction still moves ``b``, and
 up to a few dozen over windows that span many factors of 2 in ``b`` (37 for
-beta1 = 0.9999, beta2 = 0.999 after 10**6 steps in float32; merging the
-blocks far below ``eps`` into one expansion in ``b x / eps`` would cut that,
-not done yet).
+beta1 = 0.9999, beta2 = 0.999 after 10**6 steps in float32). A window of
+``SMOOTH_BLOCKS`` blocks or more, with entries enough, is not evaluated block
+by block at each entry: its sum ``S`` is analytic in ``log x`` within ``pi``
+of the real axis, so it is interpolated piecewise in ``log x`` (pieces of
+``PIECE_WIDTH``, about 9 Chebyshev terms in float32, 16 in float64) from the
+blocks' values at the pieces' nodes (:meth:`AdamCoasting._smooth_sums`): an
+entry costs a logarithm and one Clenshaw recurrence, however many blocks.
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
 ``eps``; ``L`` (a constant of ``beta1``, ``lr * weight_decay``, the dtype and
 ``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``: about
@@ -200,6 +204,12 @@ TABLE_CHUNK = 1 << 12
 _TABLES: dict[tuple, np.ndarray] = {}
 #: Longest window cut from the end of a gap (``c <= beta1``, :meth:`AdamCoasting._reverse_window`); beyond, replayed.
 MAX_REVERSE_WINDOW = 1 << 18
+#: Blocks from which a window's rows are summed through an interpolant in ``log x`` (:meth:`AdamCoasting._smooth_sums`).
+SMOOTH_BLOCKS = 6
+#: Width in ``log x`` of one piece of that interpolant.
+PIECE_WIDTH = 0.5
+#: Entries a piece must serve for a window to be summed through pieces (its nodes cost about that many entries).
+SMOOTH_ENTRIES = 20
 #: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
 NODE_BATCH = 1 << 16
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
@@ -629,9 +639,14 @@ class AdamCoasting:
         weight of the terms summed as ``w / eps`` (:meth:`_blocks`; ``windows``,
         when given, is its ``_block_window(s, x_max)``).
         """
-        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms = self._blocks(s, k, x_min, x_max, windows)
-        # rows in order of the terms their first block needs: each group of them is a slice
-        count = blk_count[row_class]
+        entries = np.bincount(row_class, minlength=s.size) * x.shape[1]
+        const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms, smooth = self._blocks(
+            s, k, x_min, x_max, windows, entries
+        )
+        blocks = (blk_start, blk_count, b_c, t_mid, t_half, coef, terms)
+        # windows of many blocks are summed through interpolants in log x (the same cost whatever the blocks);
+        # the rest in order of the terms their first block needs: each group of them is a slice
+        count = np.where(smooth, 0, blk_count)[row_class]
         first_terms = np.zeros(row_class.size, dtype=np.int64)
         if terms.size:
             first_terms[count > 0] = terms[blk_start[row_class[count > 0]]]
@@ -649,9 +664,114 @@ class AdamCoasting:
             sel = np.flatnonzero(count > o)
             blk = blk_start[cls[sel]] + o
             acc[sel] += self._evaluate(xs[sel], b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()])
+        if smooth.any():
+            sel = np.flatnonzero(smooth[cls])
+            acc[sel] = self._smooth_sums(xs[sel], cls[sel], np.flatnonzero(smooth), blocks, x_min, x_max)
         out = np.empty_like(acc)
         out[order] = acc
         return out, const[row_class]
+
+    def _smooth_sums(
+        self,
+        x: np.ndarray,
+        row_class: np.ndarray,
+        classes: np.ndarray,
+        blocks: tuple[np.ndarray, ...],
+        x_min: np.ndarray,
+        x_max: np.ndarray,
+    ) -> np.ndarray:
+        """The block sums of rows ``x`` (``(R, C)``) of windows of many blocks, through piecewise interpolants in ``log x``.
+
+        ``S(x) = sum_i w_i / (b_i x + eps)``, the windows' block sums, is for
+        complex ``y = log x`` with ``|Im y| <= phi < pi`` a sum of terms with
+        ``|b e**y + eps| >= (b e**(Re y) + eps) cos(phi / 2)``: analytic in that
+        strip, and there ``|S(e**y)| <= S(e**(Re y)) / cos(phi / 2)``. Each
+        window's range of ``log x``, from ``x_lo = max(x_min, (tol / 8) eps /
+        b_max)`` (below it every term is ``w / eps`` to ``tol / 8``: ``x`` is
+        clipped there) to ``x_max``, is cut into pieces of width ``<= PIECE_WIDTH``,
+        each interpolated at Chebyshev nodes from the blocks (held to ``tol /
+        64``; on a piece ``S`` varies by at most ``e**PIECE_WIDTH``, since ``S(x) /
+        S(x') <= x' / x``, so the nodes' errors, raised by the Lebesgue constant
+        (below 3 for 30 nodes), stay below ``tol / 8`` of ``S``). On the piece's
+        Bernstein ellipse of semi-minor axis ``phi`` (half-width ``h``, ``rho =
+        phi / h + sqrt((phi / h)**2 + 1)``, semi-major axis ``a = sqrt(h**2 +
+        phi**2)``) ``|S|`` is at most ``min(e**(h + a), 1 + b_max x_max / eps) /
+        cos(phi / 2)`` times its least value on the piece, and the interpolant
+        of degree ``n - 1`` errs by ``4 M rho**(1-n) / (rho - 1)`` (Trefethen,
+        Thm 8.2), kept below ``tol / 8`` (:meth:`_piece_terms`). An entry costs
+        a logarithm and ``n`` Clenshaw steps (about 9 in float32, 16 in
+        float64) in float64, whatever the number of blocks; the nodes cost the
+        blocks' evaluation at a few hundred points.
+        """
+        blk_start, blk_count, b_c, t_mid, t_half, coef, terms = blocks
+        b_top = b_c[blk_start[classes]]  # the window's largest b: its first block's
+        low, top, lo, pieces, width = self._pieces(x_min[classes], x_max[classes], b_top)
+        n = int(self._piece_terms(width / 2, b_top * top / self.eps).max())
+        theta = np.pi * (np.arange(n) + 0.5) / n
+        # the nodes: piece by piece of each window, n each
+        piece_class = np.repeat(np.arange(classes.size), pieces)
+        first_piece = np.cumsum(pieces) - pieces
+        offset = np.arange(piece_class.size) - first_piece[piece_class]
+        centre = lo[piece_class] + width[piece_class] * (offset + 0.5)
+        node_x = np.exp(centre[:, None] + (width[piece_class] / 2)[:, None] * np.cos(theta)[None, :]).reshape(-1)
+        node_class = np.repeat(piece_class, n)
+        # every block of the node's window at every node, then summed per node
+        per_node = blk_count[classes][node_class]
+        first_pair = np.cumsum(per_node) - per_node
+        pair_node = np.repeat(np.arange(node_x.size), per_node)
+        pair_blk = blk_start[classes][node_class[pair_node]] + np.arange(pair_node.size) - first_pair[pair_node]
+        values = self._evaluate(
+            node_x[pair_node][:, None],
+            b_c[pair_blk],
+            t_mid[pair_blk],
+            t_half[pair_blk],
+            coef[pair_blk, : terms[pair_blk].max()],
+            dtype=np.dtype(np.float64),
+        )[:, 0]
+        at_nodes = np.add.reduceat(values, first_pair).reshape(piece_class.size, n)
+        coef_y = at_nodes @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
+        coef_y[:, 0] /= 2
+        # the entries: the piece of each, and its interpolant by Clenshaw's recurrence, in float64
+        local = np.searchsorted(classes, row_class)
+        y = np.log(np.clip(x.astype(np.float64), low[local][:, None], top[local][:, None]))
+        pos = (y - lo[local][:, None]) / np.maximum(width[local], 1e-300)[:, None]
+        piece = np.clip(np.floor(pos), 0, (pieces[local] - 1)[:, None])
+        u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
+        which = first_piece[local][:, None] + piece.astype(np.int64)
+        if n == 1:
+            return coef_y[which, 0].astype(self.dtype)
+        two_u = u + u
+        b1, b2 = coef_y[which, n - 1], np.zeros(u.shape)
+        for j in range(n - 2, 0, -1):
+            b1, b2 = two_u * b1 - b2 + coef_y[which, j], b1
+        return (u * b1 - b2 + coef_y[which, 0]).astype(self.dtype)
+
+    def _pieces(self, x_min: np.ndarray, x_max: np.ndarray, b_top: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Windows' ranges of ``x`` for :meth:`_smooth_sums`: ``(x_lo, x_max, log x_lo, pieces, width)``.
+
+        ``x_lo = max(x_min, (tol / 8) eps / b_top)``, at most ``x_max``; the
+        range of ``log x`` from there is cut into ``pieces`` of ``width <=
+        PIECE_WIDTH``.
+        """
+        low = np.minimum(np.maximum(x_min, (self.tol / 8) * self.eps / b_top), x_max)
+        lo = np.log(low)
+        pieces = np.maximum(1, np.ceil((np.log(x_max) - lo) / PIECE_WIDTH)).astype(np.int64)
+        return low, x_max, lo, pieces, (np.log(x_max) - lo) / pieces
+
+    def _piece_terms(self, half: np.ndarray, growth: np.ndarray) -> np.ndarray:
+        """Chebyshev nodes for pieces of half-width ``half`` in ``log x`` (:meth:`_smooth_sums`), error below ``tol / 8``.
+
+        ``growth`` is ``b_max x_max / eps``: ``S(0) / S(x) <= 1 + growth``. The
+        best of a few semi-minor axes ``phi`` (larger: faster convergence, but
+        a larger ``M``) is taken.
+        """
+        h = np.maximum(half, 1e-300)[:, None]
+        phi = np.array([1.0, 1.5, 2.0, 2.5, 2.9])[None, :]
+        rho = np.hypot(phi / h, 1.0) + phi / h
+        semi_major = np.hypot(h, phi)
+        bound = np.minimum(np.exp(h + semi_major), 1.0 + growth[:, None]) / np.cos(phi / 2)
+        degree = np.maximum(0, np.ceil(np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho)))
+        return degree.min(axis=1).astype(np.int64) + 1
 
     def _evaluate(
         self,
@@ -661,13 +781,15 @@ class AdamCoasting:
         half: np.ndarray,
         coef: np.ndarray,
         out: np.ndarray | None = None,
+        dtype: np.dtype | None = None,
     ) -> np.ndarray:
-        """``H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``, the dtype) of one block each, by Clenshaw's recurrence.
+        """``H(t) / (b_c x + eps)`` for rows ``x`` (``(R, C)``) of one block each, by Clenshaw's recurrence.
 
-        The per-entry arithmetic is in the parameters' dtype, as the fast
-        path's. Written to ``out`` when given (an ``(R, C)`` array of the dtype).
+        The per-entry arithmetic is in ``dtype`` (default the parameters', as
+        the fast path's; ``x`` in it). Written to ``out`` when given (an ``(R,
+        C)`` array of that dtype).
         """
-        dtype = self.dtype
+        dtype = self.dtype if dtype is None else np.dtype(dtype)
         bx = b_c.astype(dtype)[:, None] * x
         den = bx + dtype.type(self.eps)
         u = np.divide(bx, den, out=bx)  # t, mapped to [-1, 1] below
@@ -696,20 +818,31 @@ class AdamCoasting:
         return result
 
     def _blocks(
-        self, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray, windows: np.ndarray | None = None
+        self,
+        s: np.ndarray,
+        k: np.ndarray,
+        x_min: np.ndarray,
+        x_max: np.ndarray,
+        windows: np.ndarray | None = None,
+        entries: np.ndarray | None = None,
     ) -> tuple[np.ndarray, ...]:
         """The Chebyshev blocks of the dormant windows ``(s, k)`` for ``x = sqrt(v)`` in ``[x_min, x_max]`` (one per window).
 
         ``windows`` is :meth:`_block_window` of ``(s, x_max)``, computed here
-        unless given (and unused for windows cut from the end).
+        unless given (and unused for windows cut from the end); ``entries``
+        the number of entries each window sums (none summed through log x
+        pieces when not given).
 
-        Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms)``: per
-        window, the weight ``sum w_i`` of its terms whose ``b_i x`` is
-        negligible against ``eps`` (``lr m const / eps`` of coasting) and the
-        range of its blocks; per block, its largest ``b`` (``b_c``), the
-        centre and half-width of its interval in ``t = b_c x / (b_c x + eps)``,
-        the Chebyshev coefficients of ``H(t) = sum w_i / (1 - e_i t)`` on it,
-        and how many of them it needs.
+        Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms,
+        smooth)``: per window, the weight ``sum w_i`` of its terms whose ``b_i
+        x`` is negligible against ``eps`` (``lr m const / eps`` of coasting),
+        the range of its blocks, and whether its entries are summed through
+        log x pieces (:meth:`_smooth_sums`: windows of at least
+        ``SMOOTH_BLOCKS`` blocks with ``SMOOTH_ENTRIES`` entries a piece); per
+        block, its largest ``b`` (``b_c``), the centre and half-width of its
+        interval in ``t = b_c x / (b_c x + eps)``, the Chebyshev coefficients
+        of ``H(t) = sum w_i / (1 - e_i t)`` on it, and how many of them it
+        needs.
         """
         if self.reverse:  # the last steps of each gap
             count_steps = np.minimum(k, self._reverse_window(s, k))
@@ -757,7 +890,15 @@ class AdamCoasting:
         t_hi = np.where(np.isnan(t_hi), 1.0, t_hi)
         t_mid = (t_hi + t_lo) / 2
         t_half = np.maximum((t_hi - t_lo) / 2, t_hi * 2.0**-30)
-        needed = self._chebyshev_terms(e_max, t_mid, t_half)
+        # windows of many blocks, with entries enough to pay for their pieces' nodes, are summed through log x
+        # pieces, and their blocks held to a tighter tolerance
+        smooth = np.zeros(s.size, dtype=bool)
+        many = np.flatnonzero(count >= SMOOTH_BLOCKS) if entries is not None else np.zeros(0, dtype=np.int64)
+        if many.size:
+            pieces = self._pieces(x_min[many], x_max[many], b_c[start[many]])[3]
+            smooth[many] = entries[many] >= SMOOTH_ENTRIES * pieces
+        target = np.where(smooth[blk_owner], self.tol / 64, self.tol / 4)
+        needed = self._chebyshev_terms(e_max, t_mid, t_half, target)
         terms = int(needed.max()) if nb else 1
         theta = np.pi * (np.arange(terms) + 0.5) / terms
         values = np.zeros((terms, nb))
@@ -767,7 +908,7 @@ class AdamCoasting:
             values[q : q + group] = np.add.reduceat(w / (1.0 - e * node[:, blk]), starts, axis=1)
         coef = values.T @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
         coef[:, 0] /= 2
-        return const, start, count, b_c, t_mid, t_half, coef, needed
+        return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
 
     def _decay(self, start: int, stop: int) -> float:
         """``prod_{j=start+1}^{stop} c_j``: the decoupled decay of those steps (``c**(stop - start)`` at a constant rate)."""
@@ -879,7 +1020,7 @@ class AdamCoasting:
             window = np.log(self.tol * (1.0 - r) * bc1 / 4.0) / math.log(r)
         return np.minimum(np.ceil(window) + 1, k).astype(np.int64)
 
-    def _chebyshev_terms(self, e_max: np.ndarray, mid: np.ndarray, half: np.ndarray) -> np.ndarray:
+    def _chebyshev_terms(self, e_max: np.ndarray, mid: np.ndarray, half: np.ndarray, target: np.ndarray) -> np.ndarray:
         """Chebyshev terms for ``H(t) = sum w_i / (1 - e_i t)`` on ``[mid - half, mid + half]``, per block (``e_i < 1/2``).
 
         ``H`` is analytic inside the Bernstein ellipse of the interval through
@@ -889,7 +1030,8 @@ class AdamCoasting:
         (1 - e_max t_far)``, while ``H >= H(0)`` on the interval (``t >= 0``):
         the interpolant of degree ``n`` (``n + 1`` terms) errs by less than ``4 M /
         (r**n (r - 1))`` (Trefethen, *Approximation Theory and Approximation
-        Practice*, Thm 8.2), kept below ``tol / 4`` of ``H``. (The count was one
+        Practice*, Thm 8.2), kept below ``target`` of ``H`` (per block: ``tol / 4``,
+        or ``tol / 64`` for the blocks :meth:`_smooth_sums` reads). (The count was one
         term short, reading the theorem's degree as the number of terms: two
         coordinates of one block whose ``t`` differed by 1e-10 were 363 ulps off
         with ``eps = 1e-12``, where one constant term stood for ``H``.)
@@ -897,12 +1039,12 @@ class AdamCoasting:
         out = np.ones(e_max.shape, dtype=np.int64)
         live = e_max > 0
         if live.any():
-            e, c, h = e_max[live], mid[live], half[live]
+            e, c, h, goal = e_max[live], mid[live], half[live], np.broadcast_to(target, e_max.shape)[live]
             a = (1.0 / e - c) / h
             r = (a + np.sqrt(a * a - 1.0)) ** 0.9
             far = e * (c + h * (r + 1.0 / r) / 2)
             bound = 1.0 / (1.0 - far)
-            degree = np.maximum(0, np.ceil(np.log(16.0 * bound / (self.tol * (r - 1.0))) / np.log(r)))
+            degree = np.maximum(0, np.ceil(np.log(4.0 * bound / (goal * (r - 1.0))) / np.log(r)))
             out[live] = degree + 1
         return out
 

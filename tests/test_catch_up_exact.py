@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_opt as so
-from sparse_opt._adam_coasting import stall_floor
+from sparse_opt._adam_coasting import PIECE_WIDTH, AdamCoasting, stall_floor
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -319,6 +319,41 @@ def test_rows_last_touched_at_different_steps_share_the_long_window_exactly(beta
         scale = abs(mpmath.mpf(c) ** int(through - last[n]) * p0[n]) + terms
         err = float(abs(mpmath.mpf(float(params[n])) - ref_p) / (scale * EPS64))
         assert err <= BOUND_EPS, (n, err)
+
+
+@pytest.mark.parametrize(("beta1", "beta2", "k"), [(0.99, 0.999, 20_000), (0.9, 0.9, 400), (0.999, 0.9999, 10**6)])
+def test_a_window_of_many_blocks_sums_every_coordinate_through_its_log_x_pieces_exactly(beta1, beta2, k, monkeypatch):
+    """A window whose b spans many factors of 2 (beta2**(k/2)) is summed through interpolants in log x, pieces
+    of width PIECE_WIDTH from the blocks' values: coordinates whose sqrt(v) spans 1e-14 to 1 (far below, near and
+    far above eps / b) each stay float64 rounding of their own exact recurrence."""
+    pieces = []
+    original = AdamCoasting._smooth_sums
+
+    def spy(self, x, row_class, classes, blocks, x_min, x_max):
+        pieces.append(int(np.ceil(np.log(x_max[classes] / np.maximum(x_min[classes], 1e-300)) / PIECE_WIDTH).max()))
+        return original(self, x, row_class, classes, blocks, x_min, x_max)
+
+    monkeypatch.setattr(AdamCoasting, "_smooth_sums", spy)
+    lr, eps, wd, last, n = 1e-3, 1e-8, 0.01, 50, 2000  # entries enough for the pieces' nodes; 8 checked
+    rng = np.random.default_rng(k)
+    x0 = 10.0 ** np.linspace(-14, 0, n)
+    p0 = rng.uniform(-2, 2, n)
+    v0 = x0 * x0
+    m0 = rng.choice([-1.0, 1.0], n) * x0 * rng.uniform(0.1, 1.0, n)
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
+    params = p0.copy()
+    opt = so.SparseAdam(params, cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(n))
+    assert pieces and max(pieces) > 10  # the interpolant took them, in many pieces
+    c = 1.0 - lr * wd
+    for i in np.linspace(0, n - 1, 8).astype(int).tolist():
+        ref_p, _, _, terms = exact_dense_long(p0[i], m0[i], v0[i], last, k, lr, beta1, beta2, eps, c)
+        scale = abs(mpmath.mpf(c) ** k * p0[i]) + terms
+        err = float(abs(mpmath.mpf(float(params[i])) - ref_p) / (scale * EPS64))
+        assert err <= BOUND_EPS, (i, err)
 
 
 @pytest.mark.parametrize("eps", [1e-14, 1e-12, 1e-10, 1e-8])

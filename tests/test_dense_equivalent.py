@@ -304,9 +304,9 @@ def _count_replays_and_windows(monkeypatch, window_of):
     replays, windows = [], []
     original_blocks = AdamCoasting._blocks
 
-    def counting_blocks(self, s, k, x_min, x_max, known=None):
+    def counting_blocks(self, s, k, x_min, x_max, known=None, entries=None):
         windows.append(int(np.minimum(k, window_of(self, s, k, x_max)).sum()))
-        return original_blocks(self, s, k, x_min, x_max, known)
+        return original_blocks(self, s, k, x_min, x_max, known, entries)
 
     monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
     monkeypatch.setattr(AdamCoasting, "_blocks", counting_blocks)
