@@ -902,10 +902,14 @@ class AdamCoasting:
         terms = int(needed.max()) if nb else 1
         theta = np.pi * (np.arange(terms) + 0.5) / terms
         values = np.zeros((terms, nb))
+        # 1 - e_i t at the node t = mid + half cos(theta) of step i's block: (1 - e_i mid) - (e_i half) cos(theta)
+        level, slope = 1.0 - e * t_mid[blk], e * t_half[blk]
         group = max(1, NODE_BATCH // max(owner.size, 1))  # nodes summed per pass: one pass for a training step's windows
         for q in range(0, terms if nb else 0, group):
-            node = t_mid + t_half * np.cos(theta[q : q + group])[:, None]  # (nodes, blocks)
-            values[q : q + group] = np.add.reduceat(w / (1.0 - e * node[:, blk]), starts, axis=1)
+            den = np.multiply(slope, -np.cos(theta[q : q + group])[:, None])  # (nodes, steps)
+            den += level
+            np.divide(w, den, out=den)
+            values[q : q + group] = np.add.reduceat(den, starts, axis=1)
         coef = values.T @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
         coef[:, 0] /= 2
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
