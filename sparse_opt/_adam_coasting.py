@@ -212,6 +212,8 @@ PIECE_WIDTH = 0.5
 SMOOTH_ENTRIES = 20
 #: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
 NODE_BATCH = 1 << 16
+#: Steps times nodes one pass of the node sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
+RUN_COST = 5000
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -900,18 +902,20 @@ class AdamCoasting:
         target = np.where(smooth[blk_owner], self.tol / 64, self.tol / 4)
         needed = self._chebyshev_terms(e_max, t_mid, t_half, target)
         terms = int(needed.max()) if nb else 1
-        theta = np.pi * (np.arange(terms) + 0.5) / terms
-        values = np.zeros((terms, nb))
         # 1 - e_i t at the node t = mid + half cos(theta) of step i's block: (1 - e_i mid) - (e_i half) cos(theta)
         level, slope = 1.0 - e * t_mid[blk], e * t_half[blk]
-        group = max(1, NODE_BATCH // max(owner.size, 1))  # nodes summed per pass: one pass for a training step's windows
-        for q in range(0, terms if nb else 0, group):
-            den = np.multiply(slope, -np.cos(theta[q : q + group])[:, None])  # (nodes, steps)
-            den += level
-            np.divide(w, den, out=den)
-            values[q : q + group] = np.add.reduceat(den, starts, axis=1)
-        coef = values.T @ (np.cos(np.outer(theta, np.arange(terms))) * (2.0 / terms))
-        coef[:, 0] /= 2
+        # each run of blocks that need as many nodes at that many (a slice of the steps each), where that saves a
+        # fifth of the node sums counting a pass's overhead as RUN_COST steps; else every block at the same nodes
+        bounds = [0, *(np.flatnonzero(np.diff(needed)) + 1).tolist(), nb]
+        ends = np.append(starts, owner.size)
+        runs = (ends[bounds[1:]] - starts[bounds[:-1]]) * needed[bounds[:-1]] if nb else np.zeros(0)
+        if runs.sum() + RUN_COST * runs.size >= 0.8 * owner.size * terms:
+            coef = _node_coefficients(w, level, slope, starts, terms)
+        else:
+            coef = np.zeros((nb, terms))
+            for b0, b1 in zip(bounds[:-1], bounds[1:]):
+                lo, hi, n = int(starts[b0]), int(ends[b1]), int(needed[b0])
+                coef[b0:b1, :n] = _node_coefficients(w[lo:hi], level[lo:hi], slope[lo:hi], starts[b0:b1] - lo, n)
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
 
     def _decay(self, start: int, stop: int) -> float:
@@ -1156,6 +1160,27 @@ def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.unique(last, return_inverse=True)
     present = np.bincount(last - low, minlength=span) > 0
     return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
+
+
+def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """Chebyshev coefficients, ``n`` per block, of ``H(t) = sum w_i / (1 - e_i t)`` on each block's interval.
+
+    The steps come in blocks beginning at ``starts``; at the node ``t = mid +
+    half cos(theta)`` of a step's block, ``1 - e_i t = level_i - slope_i
+    cos(theta)``. ``H`` is summed at the ``n`` Chebyshev nodes (``NODE_BATCH``
+    steps times nodes a pass) and transformed. Returns shape ``(blocks, n)``.
+    """
+    theta = np.pi * (np.arange(n) + 0.5) / n
+    values = np.zeros((n, starts.size))
+    group = max(1, NODE_BATCH // max(w.size, 1))  # nodes summed per pass
+    for q in range(0, n if starts.size else 0, group):
+        den = np.multiply(slope, -np.cos(theta[q : q + group])[:, None])  # (nodes, steps)
+        den += level
+        np.divide(w, den, out=den)
+        values[q : q + group] = np.add.reduceat(den, starts, axis=1)
+    coef = values.T @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
+    coef[:, 0] /= 2
+    return coef
 
 
 def _row_extremes(high: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

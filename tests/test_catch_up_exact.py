@@ -356,6 +356,23 @@ def test_a_window_of_many_blocks_sums_every_coordinate_through_its_log_x_pieces_
         assert err <= BOUND_EPS, (i, err)
 
 
+def test_coordinates_with_one_sqrt_v_through_many_blocks_take_one_node_each_exactly():
+    """Forty coordinates with the same sqrt(v): their range of log x is a point, one piece of one node."""
+    lr, beta1, beta2, eps, last, k, n = 1e-3, 0.9, 0.9, 1e-8, 50, 400, 40
+    p0, m0, v0 = np.linspace(-1, 1, n), np.full(n, 3e-5), np.full(n, 1e-9)
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode="dense_equivalent")
+    params = p0.copy()
+    opt = so.SparseAdam(params, cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(n))
+    coasted = params - p0
+    assert np.ptp(coasted) <= 4 * EPS64 * np.abs(p0).max()  # one coasting for all, to the rounding of p0 + it
+    ref_p, _, _, terms = exact_dense_long(p0[0], m0[0], v0[0], last, k, lr, beta1, beta2, eps, 1.0)
+    assert float(abs(mpmath.mpf(float(params[0])) - ref_p) / ((abs(mpmath.mpf(p0[0])) + terms) * EPS64)) <= BOUND_EPS
+
+
 @pytest.mark.parametrize("eps", [1e-14, 1e-12, 1e-10, 1e-8])
 @pytest.mark.parametrize(("beta2", "k"), [(0.9, 3), (0.9, 40), (0.999, 3), (0.999, 200)])
 def test_coordinates_of_one_block_are_each_float64_rounding_of_their_own_recurrence(eps, beta2, k):
