@@ -123,15 +123,27 @@ with ``r = c / beta1`` (:meth:`AdamCoasting._reverse_window`; ``C`` bounds the
 bias correction's growth), every step when ``r = 1``, and the blocks sum it as
 above.
 
+*Geometric tails.* At a constant rate, from the step of a window where every
+term is ``w_i / eps`` to ``tol / 4`` (``b_i x_max <= tol eps / 4``) and both
+bias corrections are 1 in float64 (``beta**j < 2**-54``), the weights are
+``c**(k-i) beta1**i``: those steps add up in closed form, a geometric sum
+(:meth:`AdamCoasting._summed_steps`, :meth:`AdamCoasting._geometric_sum`), and
+only the steps before are summed one by one: at most ``37 / (1 - beta1)`` plus
+the ``2 log(4 x_max / (tol eps)) / log(1 / beta2)`` steps ``b x`` takes to fall
+below ``tol eps``, whatever the window. That bounds a window cut from the end
+too, where ``c`` is equal or close to ``beta1`` and every step of a long gap
+weighs about the same.
+
 **Replaying dense Adam's own operations** (the fallback), where neither of the
 above applies: ``eps = 0`` with no window (``rho_{N-1} >= 1``: the replay keeps
 dense Adam's own roundings, bit for bit with torch), ``eps = 0`` with a ``v``
 that is subnormal, zero or reaches zero during the gap (possible only for
 ``beta2 <= 0.5``: dense Adam's ``v <- beta2 * v`` otherwise stalls at the
-smallest subnormal), a window cut from the end longer than
-``MAX_REVERSE_WINDOW`` (``c`` equal or within about ``1e-5`` of ``beta1``: then
-every step of the gap weighs about the same, and the replay walks it, O(gap)),
-and ``beta1 >= 1 - peak * weight_decay`` under a schedule. The replay applies
+smallest subnormal), a window cut from the end whose steps before its geometric
+tail are more than ``MAX_REVERSE_WINDOW`` (``c`` equal or within about ``1e-5``
+of ``beta1``, and ``beta1`` above about 0.99996: the bias corrections take
+longer than that to settle; the replay then walks the gap, O(gap)), and
+``beta1 >= 1 - peak * weight_decay`` under a schedule. The replay applies
 the steps one by one and stops, for each entry, as soon as the rest of its coasting
 is provably below ``tol * |p|`` -- ``lr |m_j| beta1 / ((1 - beta1)(1 -
 beta1**(j+1)) eps)`` bounds it, and with ``eps = 0`` ``lr |m_j| rho_0 / ((1 -
@@ -202,8 +214,9 @@ MAX_BIAS_TABLE = 1 << 20
 TABLE_CHUNK = 1 << 12
 #: The tables by step of :meth:`AdamCoasting._table`, shared by every optimizer of the process.
 _TABLES: dict[tuple, np.ndarray] = {}
-#: Longest window cut from the end of a gap (``c <= beta1``, :meth:`AdamCoasting._reverse_window`); beyond, replayed.
-MAX_REVERSE_WINDOW = 1 << 18
+#: Most steps of a window cut from the end of a gap (``c <= beta1``, :meth:`AdamCoasting._reverse_window`) summed
+#: one by one (before its geometric tail, :meth:`AdamCoasting._summed_steps`); beyond, replayed.
+MAX_REVERSE_WINDOW = 1 << 20
 #: Blocks from which a window's rows are summed through an interpolant in ``log x`` (:meth:`AdamCoasting._smooth_sums`).
 SMOOTH_BLOCKS = 6
 #: Width in ``log x`` of one piece of that interpolant.
@@ -421,7 +434,9 @@ class AdamCoasting:
         if not self.window and coasting.any() and not self._uses_blocks(through):
             replay, coasting = coasting if replay is None else replay | coasting, coasting & False
         elif self.reverse and coasting.any():  # c = beta1 (to rounding): every step of a long gap counts, replayed
-            too_long = coasting & np.broadcast_to(self._reverse_window(last, gap) > MAX_REVERSE_WINDOW, shape)
+            window = np.minimum(gap, self._reverse_window(last, gap))
+            summed = self._summed_steps(last, window, gap - window, np.sqrt(v))
+            too_long = coasting & np.broadcast_to(summed > MAX_REVERSE_WINDOW, shape)
             if too_long.any():
                 replay, coasting = too_long if replay is None else replay | too_long, coasting & ~too_long
         slow = None
@@ -852,6 +867,11 @@ class AdamCoasting:
         else:
             count_steps = np.minimum(k, self._block_window(s, x_max) if windows is None else windows)
             skip = np.zeros(s.shape, dtype=np.int64)
+        tail = np.zeros(s.size)
+        if self.rate.constant is not None:  # from where every term is w / eps and w geometric: one sum (_summed_steps)
+            summed = self._summed_steps(s, count_steps, skip, x_max)
+            tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
+            count_steps = summed
         owner = np.repeat(np.arange(s.size), count_steps)
         first = np.cumsum(count_steps) - count_steps
         i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
@@ -865,7 +885,7 @@ class AdamCoasting:
                 w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
-        const = np.bincount(owner[flat], weights=w[flat], minlength=s.size)
+        const = np.bincount(owner[flat], weights=w[flat], minlength=s.size) + tail
         keep = ~flat & (w > 0)
         owner, b, w = owner[keep], b[keep], w[keep]
         # the kept terms of a window are contiguous and their b decreases with i, so its blocks (levels of b
@@ -1004,6 +1024,55 @@ class AdamCoasting:
             if rho0 < 1.0:
                 best = np.minimum(best, np.log(self.tol * (1.0 - rho0) * g1 / 4.0) / math.log(rho0))
         return np.minimum(np.ceil(best) + 1, 1 << 62).astype(np.int64)
+
+    def _summed_steps(self, s: np.ndarray, count: np.ndarray, skip: np.ndarray, x_max: np.ndarray) -> np.ndarray:
+        """How many of the window steps ``skip + 1 .. skip + count`` of each gap from ``s`` are summed one by one.
+
+        The rest are steps where every term is ``w_i / eps`` to ``tol / 4``
+        (``b_i x_max <= tol eps / 4``: ``b`` decreases along a gap, so from
+        the first such step on) and both bias corrections are 1 in float64
+        (``beta**j < 2**-54``), so that ``w_i = c**(k-i) beta1**i`` at a
+        constant rate: :meth:`_geometric_sum` adds them up at once. There ``b_i
+        = beta2**(i/2)``; the first flat step is taken two steps late, so that
+        no rounding of the powers can leave a step out that is not flat.
+        """
+        settled = max(_steps_below(self.beta1, 2.0**-54), _steps_below(self.beta2, 2.0**-54))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if 0.0 < self.decay2 < 1.0:
+                flat = np.ceil(2.0 * np.log((self.tol / 4) * self.eps / x_max) / math.log(self.decay2)) + 2
+            else:  # beta2 = 0: b_i = 0 from the first dormant step on
+                flat = np.full(np.shape(x_max), 1.0)
+        flat = np.where(np.isnan(flat) | (flat < 1), 1.0, np.minimum(flat, 2.0**62))  # x_max = 0: every step
+        start = np.maximum(flat, settled - s)  # the first window step of the geometric sum
+        return np.clip(start - 1 - skip, 0, count).astype(np.int64)
+
+    def _geometric_sum(self, k: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """``sum_{i=low}^{high} c**(k-i) beta1**i`` for each gap (0 where ``low > high``), in closed form.
+
+        With ``r = c / beta1`` the sum is its largest term times ``sum_{l<n}
+        q**l = expm1(n log q) / expm1(log q)``, ``q = min(r, 1 / r)``, ``n = high
+        - low + 1`` (``n`` where ``q = 1``); ``log r = log1p((c - beta1) /
+        beta1)``, the difference exact, so that ``log r`` carries a relative
+        rounding or two however close ``c`` is to ``beta1`` (``c``, ``beta1``
+        the dormant factors of :func:`dormant_factors`).
+        """
+        n = (high - low + 1).astype(np.float64)
+        out = np.zeros(np.shape(n))
+        live = n > 0
+        if not live.any() or self.decay1 == 0.0:
+            return out
+        c, d = self.c, self.decay1
+        log_r = math.log1p((c - d) / d) if c > 0 else -math.inf
+        k, low, high, n = (np.broadcast_to(a, out.shape)[live].astype(np.float64) for a in (k, low, high, n))
+        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+            if log_r <= 0:  # the terms grow with i (c <= beta1): from the last one back
+                top = c ** (k - high) * d**high
+            else:
+                top = c ** (k - low) * d**low
+            log_q = -abs(log_r)
+            ratio = np.expm1(n * log_q) / math.expm1(log_q) if log_q < 0 else n
+        out[live] = top * ratio
+        return out
 
     def _reverse_window(self, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Steps from the end of each gap ``(s, k)`` before which the coasting is below ``tol / 4`` of its last term.

@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_opt as so
+from sparse_opt import _adam_coasting
 from sparse_opt._adam_coasting import PIECE_WIDTH, AdamCoasting, stall_floor
 
 mpmath = pytest.importorskip("mpmath")
@@ -371,6 +372,25 @@ def test_coordinates_with_one_sqrt_v_through_many_blocks_take_one_node_each_exac
     assert np.ptp(coasted) <= 4 * EPS64 * np.abs(p0).max()  # one coasting for all, to the rounding of p0 + it
     ref_p, _, _, terms = exact_dense_long(p0[0], m0[0], v0[0], last, k, lr, beta1, beta2, eps, 1.0)
     assert float(abs(mpmath.mpf(float(params[0])) - ref_p) / ((abs(mpmath.mpf(p0[0])) + terms) * EPS64)) <= BOUND_EPS
+
+
+@pytest.mark.parametrize(
+    ("g", "k", "wd"),
+    [(1e-3, 50_000, 1.0), (1e-6, 50_000, 1.0), (1.0, 20_000, 1.0), (1e-3, 50_000, 1.0001), (1e-3, 50_000, 0.9999)],
+)
+def test_adamw_with_decay_equal_to_beta1_sums_a_long_gap_at_once_exactly(g, k, wd, monkeypatch):
+    """c = 1 - lr * wd = beta1 (0.99; or 1e-6 relative below or above it): every step of the gap weighs about the
+    same, and the window is the whole gap. Past the steps where b x is below eps and the bias corrections are 1,
+    the terms are c**(k-i) beta1**i / eps: one geometric sum. The steps summed one by one are bounded (no replay,
+    even with MAX_REVERSE_WINDOW at 8192), and the result is float64 rounding of the exact recurrence."""
+    monkeypatch.setattr(_adam_coasting, "MAX_REVERSE_WINDOW", 8192)
+    replays = []
+    monkeypatch.setattr(AdamCoasting, "_replay", lambda *a: replays.append(1))
+    errors = long_error_in_eps(0.7, 0.4 * g, g * g, 3, k, 0.01, 0.99, 0.9, 1e-8, wd)
+    assert replays == []
+    assert errors is not None
+    err_p, err_m, err_v = errors
+    assert err_p <= BOUND_EPS and err_m <= 2.0 and err_v <= 2.0, (err_p, err_m, err_v)
 
 
 @pytest.mark.parametrize("eps", [1e-14, 1e-12, 1e-10, 1e-8])
