@@ -227,6 +227,8 @@ SMOOTH_ENTRIES = 20
 NODE_BATCH = 1 << 16
 #: Steps times nodes one pass of the node sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
 RUN_COST = 5000
+#: Flat steps of a window from which their weights are summed pairwise (:meth:`AdamCoasting._flat_sums`).
+PAIRWISE_FROM = 64
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -885,7 +887,7 @@ class AdamCoasting:
                 w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
-        const = np.bincount(owner[flat], weights=w[flat], minlength=s.size) + tail
+        const = self._flat_sums(owner, flat, w, s.size) + tail
         keep = ~flat & (w > 0)
         owner, b, w = owner[keep], b[keep], w[keep]
         # the kept terms of a window are contiguous and their b decreases with i, so its blocks (levels of b
@@ -1024,6 +1026,28 @@ class AdamCoasting:
             if rho0 < 1.0:
                 best = np.minimum(best, np.log(self.tol * (1.0 - rho0) * g1 / 4.0) / math.log(rho0))
         return np.minimum(np.ceil(best) + 1, 1 << 62).astype(np.int64)
+
+    @staticmethod
+    def _flat_sums(owner: np.ndarray, flat: np.ndarray, w: np.ndarray, windows: int) -> np.ndarray:
+        """Each window's sum of the weights ``w`` of its flat steps (``owner`` the window of each step).
+
+        A window's flat steps are the last of its steps (``b`` decreases along
+        it), so each long run is one slice, summed pairwise by numpy (its
+        rounding grows as ``log n``; summing tens of thousands of weights one
+        after the other, as ``bincount`` does, erred by up to 280 float64
+        epsilons with beta1 = 0.999 and beta2 = 0.5); runs of up to
+        ``PAIRWISE_FROM`` steps are summed together by ``bincount``.
+        """
+        counts = np.bincount(owner[flat], minlength=windows)
+        long = np.flatnonzero(counts > PAIRWISE_FROM)
+        if not long.size:
+            return np.bincount(owner[flat], weights=w[flat], minlength=windows)
+        short = flat & (counts[owner] <= PAIRWISE_FROM)
+        out = np.bincount(owner[short], weights=w[short], minlength=windows).astype(np.float64)  # int64 when empty
+        ends = np.cumsum(np.bincount(owner, minlength=windows))
+        for o in long.tolist():
+            out[o] = w[ends[o] - counts[o] : ends[o]].sum()
+        return out
 
     def _summed_steps(self, s: np.ndarray, count: np.ndarray, skip: np.ndarray, x_max: np.ndarray) -> np.ndarray:
         """How many of the window steps ``skip + 1 .. skip + count`` of each gap from ``s`` are summed one by one.

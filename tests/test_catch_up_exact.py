@@ -286,6 +286,11 @@ def test_every_scale_eps_and_gap_is_float64_rounding_of_the_exact_recurrence(d):
         (0.3, 5e-13, 1e-24, 7, 300_000, 1e-3, 0.9999, 0.999, 1e-8, 0.001),
         (2.0, 0.05, 0.01, 1000, 20_000, 1e-2, 0.99999, 0.9999, 1e-8, 0.0),
         (2.0, 1e-10, 1e-20, 3, 5_000, 1e-3, 0.99999, 0.999, 1e-8, 0.0),
+        # beta2 far below beta1: b x falls below eps within steps, and tens of thousands of weights w / eps add up
+        # (summed one after the other they erred by 50 to 280 epsilons)
+        (1.3, 2e-9, 4e-18, 121, 31_275, 1e-3, 0.999, 0.5, 1e-16, 0.1),
+        (0.8, -3e-10, 1e-19, 1607, 43_603, 0.5, 0.999, 0.9, 1e-12, 0.0),
+        (-1.1, 2.2, 18.5, 1802, 123_111, 1e-3, 0.999, 0.5, 1e-8, 0.01),
     ],
 )
 def test_beta1_near_one_and_long_gaps_against_the_exact_recurrence(case):
