@@ -286,6 +286,8 @@ class AdamCoasting:
         self.v_floor = stall_floor(beta2, self.dtype, lerp=False)
         # u_n(j) == 1 to rounding from this step on
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
+        #: From this step on both bias corrections are 1 in float64 (``beta**j < 2**-54``; see _summed_steps).
+        self.exact_one = max(_steps_below(beta1, 2.0**-54), _steps_below(beta2, 2.0**-54))
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self.rho[:, None] ** np.arange(max(self.window, 1), dtype=np.float64) if self.window else None
@@ -870,7 +872,8 @@ class AdamCoasting:
             count_steps = np.minimum(k, self._block_window(s, x_max) if windows is None else windows)
             skip = np.zeros(s.shape, dtype=np.int64)
         tail = np.zeros(s.size)
-        if self.rate.constant is not None:  # from where every term is w / eps and w geometric: one sum (_summed_steps)
+        if self.rate.constant is not None and s.size and int((s + skip + count_steps).max()) >= self.exact_one:
+            # from where every term is w / eps and w geometric (the bias corrections 1): one sum (_summed_steps)
             summed = self._summed_steps(s, count_steps, skip, x_max)
             tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
             count_steps = summed
@@ -928,14 +931,17 @@ class AdamCoasting:
         level, slope = 1.0 - e * t_mid[blk], e * t_half[blk]
         # each run of blocks that need as many nodes at that many (a slice of the steps each), where that saves a
         # fifth of the node sums counting a pass's overhead as RUN_COST steps; else every block at the same nodes
-        bounds = [0, *(np.flatnonzero(np.diff(needed)) + 1).tolist(), nb]
-        ends = np.append(starts, owner.size)
-        runs = (ends[bounds[1:]] - starts[bounds[:-1]]) * needed[bounds[:-1]] if nb else np.zeros(0)
-        if runs.sum() + RUN_COST * runs.size >= 0.8 * owner.size * terms:
+        runs = None
+        if owner.size * terms > 2 * RUN_COST:  # (a training step's windows: one pass for all, see NODE_BATCH)
+            bounds = [0, *(np.flatnonzero(np.diff(needed)) + 1).tolist(), nb]
+            ends = np.append(starts, owner.size)
+            work = (ends[bounds[1:]] - starts[bounds[:-1]]) * needed[bounds[:-1]]
+            runs = bounds if work.sum() + RUN_COST * work.size < 0.8 * owner.size * terms else None
+        if runs is None:
             coef = _node_coefficients(w, level, slope, starts, terms)
         else:
             coef = np.zeros((nb, terms))
-            for b0, b1 in zip(bounds[:-1], bounds[1:]):
+            for b0, b1 in zip(runs[:-1], runs[1:]):
                 lo, hi, n = int(starts[b0]), int(ends[b1]), int(needed[b0])
                 coef[b0:b1, :n] = _node_coefficients(w[lo:hi], level[lo:hi], slope[lo:hi], starts[b0:b1] - lo, n)
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
@@ -1038,10 +1044,11 @@ class AdamCoasting:
         epsilons with beta1 = 0.999 and beta2 = 0.5); runs of up to
         ``PAIRWISE_FROM`` steps are summed together by ``bincount``.
         """
-        counts = np.bincount(owner[flat], minlength=windows)
+        flat_owner = owner[flat]
+        counts = np.bincount(flat_owner, minlength=windows)
         long = np.flatnonzero(counts > PAIRWISE_FROM)
         if not long.size:
-            return np.bincount(owner[flat], weights=w[flat], minlength=windows)
+            return np.bincount(flat_owner, weights=w[flat], minlength=windows)
         short = flat & (counts[owner] <= PAIRWISE_FROM)
         out = np.bincount(owner[short], weights=w[short], minlength=windows).astype(np.float64)  # int64 when empty
         ends = np.cumsum(np.bincount(owner, minlength=windows))
@@ -1060,14 +1067,13 @@ class AdamCoasting:
         = beta2**(i/2)``; the first flat step is taken two steps late, so that
         no rounding of the powers can leave a step out that is not flat.
         """
-        settled = max(_steps_below(self.beta1, 2.0**-54), _steps_below(self.beta2, 2.0**-54))
         with np.errstate(divide="ignore", invalid="ignore"):
             if 0.0 < self.decay2 < 1.0:
                 flat = np.ceil(2.0 * np.log((self.tol / 4) * self.eps / x_max) / math.log(self.decay2)) + 2
             else:  # beta2 = 0: b_i = 0 from the first dormant step on
                 flat = np.full(np.shape(x_max), 1.0)
         flat = np.where(np.isnan(flat) | (flat < 1), 1.0, np.minimum(flat, 2.0**62))  # x_max = 0: every step
-        start = np.maximum(flat, settled - s)  # the first window step of the geometric sum
+        start = np.maximum(flat, self.exact_one - s)  # the first window step of the geometric sum
         return np.clip(start - 1 - skip, 0, count).astype(np.int64)
 
     def _geometric_sum(self, k: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

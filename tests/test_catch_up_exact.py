@@ -62,15 +62,23 @@ def exact_dense(p, m, v, s, k, lr, beta1, beta2, eps, c):
     return p, m, v, scale_terms
 
 
+def caught_up_all(p, m, v, last, through, cfg):
+    """``SparseAdam`` in DENSE_EQUIVALENT over the float64 arrays ``p``, ``m``, ``v``, loaded at ``last_step = last``
+    (an array, or one step for all) and ``step_count = through``, every coordinate caught up: the optimizer."""
+    opt = so.SparseAdam(np.array(p, dtype=np.float64), cfg)
+    state = opt.state_dict()
+    last = np.broadcast_to(np.asarray(last, dtype=np.int64), np.shape(p)).copy()
+    moments = {"m": np.array(m, dtype=np.float64), "v": np.array(v, dtype=np.float64)}
+    state.update(step_count=np.int64(through), last_step=last, **moments)
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(np.size(p)))
+    return opt
+
+
 def caught_up(p, m, v, s, k, cfg):
     """``SparseAdam`` in DENSE_EQUIVALENT, loaded at ``last_step = s``, ``step_count = s + k``, caught up."""
-    params = np.array([p], dtype=np.float64)
-    opt = so.SparseAdam(params, cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(s + k), m=np.array([m]), v=np.array([v]), last_step=np.array([s], np.int64))
-    opt.load_state_dict(state)
-    opt.catch_up([0])
-    return float(params[0]), float(opt.m[0]), float(opt.v[0])
+    opt = caught_up_all([p], [m], [v], s, s + k, cfg)
+    return float(opt.params[0]), float(opt.m[0]), float(opt.v[0])
 
 
 def error_in_eps(p, m, v, s, k, lr, beta1, beta2, eps, wd):
@@ -313,12 +321,7 @@ def test_rows_last_touched_at_different_steps_share_the_long_window_exactly(beta
     v0 = np.array([1e-12, 5e-18, 2e-11, 1e-19, 3e-15])
     through = 2000 + 10**6
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
-    params = p0.copy()
-    opt = so.SparseAdam(params, cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), m=m0.copy(), v=v0.copy(), last_step=last)
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(5))
+    params = caught_up_all(p0, m0, v0, last, through, cfg).params
     c = 1.0 - lr * wd
     for n in range(5):
         ref_p, _, _, terms = exact_dense_long(p0[n], m0[n], v0[n], int(last[n]), int(through - last[n]), lr, beta1, beta2, eps, c)
@@ -347,12 +350,7 @@ def test_a_window_of_many_blocks_sums_every_coordinate_through_its_log_x_pieces_
     v0 = x0 * x0
     m0 = rng.choice([-1.0, 1.0], n) * x0 * rng.uniform(0.1, 1.0, n)
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
-    params = p0.copy()
-    opt = so.SparseAdam(params, cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(n))
+    params = caught_up_all(p0, m0, v0, last, last + k, cfg).params
     assert pieces and max(pieces) > 10  # the interpolant took them, in many pieces
     c = 1.0 - lr * wd
     for i in np.linspace(0, n - 1, 8).astype(int).tolist():
@@ -367,12 +365,7 @@ def test_coordinates_with_one_sqrt_v_through_many_blocks_take_one_node_each_exac
     lr, beta1, beta2, eps, last, k, n = 1e-3, 0.9, 0.9, 1e-8, 50, 400, 40
     p0, m0, v0 = np.linspace(-1, 1, n), np.full(n, 3e-5), np.full(n, 1e-9)
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, mode="dense_equivalent")
-    params = p0.copy()
-    opt = so.SparseAdam(params, cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(n))
+    params = caught_up_all(p0, m0, v0, last, last + k, cfg).params
     coasted = params - p0
     assert np.ptp(coasted) <= 4 * EPS64 * np.abs(p0).max()  # one coasting for all, to the rounding of p0 + it
     ref_p, _, _, terms = exact_dense_long(p0[0], m0[0], v0[0], last, k, lr, beta1, beta2, eps, 1.0)
@@ -411,12 +404,7 @@ def test_coordinates_of_one_block_are_each_float64_rounding_of_their_own_recurre
     v0 = rng.uniform(0.5e-6, 2e-6, n)  # sqrt(v) from 7e-4 to 1.4e-3: eps / (b x) near 1e-9 at eps = 1e-12
     m0 = rng.choice([-1.0, 1.0], n) * np.sqrt(v0) * rng.uniform(0.3, 1.0, n)
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
-    params = p0.copy()
-    opt = so.SparseAdam(params, cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(last + k), m=m0.copy(), v=v0.copy(), last_step=np.full(n, last, np.int64))
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(n))
+    params = caught_up_all(p0, m0, v0, last, last + k, cfg).params
     for i in range(n):
         ref_p, _, _, terms = exact_dense(p0[i], m0[i], v0[i], last, k, lr, beta1, beta2, eps, 1.0)
         err = float(abs(mpmath.mpf(float(params[i])) - ref_p) / ((abs(mpmath.mpf(p0[i])) + terms) * EPS64))
