@@ -450,18 +450,22 @@ class AdamCoasting:
         coast = direct = None
         if coasting.any():
             x = np.sqrt(v)
-            extremes, s_rows, k_rows = None, last, gap
-            if _whole_rows(x, last):
-                live = coasting.any(axis=1)
-                if np.count_nonzero(coasting) == np.count_nonzero(live) * x.shape[1]:
-                    # each row coasts in every entry or in none: the others (touched on the step before, or m = 0)
-                    # are windows of no steps, and the rows' ranges of x serve the expansion's check and the blocks
-                    extremes = _row_extremes(x, x)
-                    s_rows = np.where(live[:, None], last, through)
-                    k_rows = through - s_rows
+            layout: tuple | None = None  # whole rows' ranges of x, computed once for the check and the blocks
             if self.window:
-                coast = self._expand(m, x, s_rows, k_rows, through, coasting, None if extremes is None else extremes[1])
+                # the expansion converges where x >= x_min: for all when the least coasting x does for every row
+                b_last, x_min = self._expansion_floor(last, gap)
+                converges = bool(np.min(x, where=coasting, initial=np.inf) >= x_min.max())
+                if not converges:
+                    layout = self._row_layout(x, last, coasting, through)
+                    if layout is not None:  # a row's least x decides for all its entries
+                        converges = bool(((layout[0][1][:, None] >= x_min) | (layout[2] <= 0)).all())
+                    else:
+                        converges = np.array_equal(coasting & (x >= x_min), coasting)
+                if converges:
+                    coast = self._expand(m, x, last, gap, through, b_last, x_min)
             if coast is None:
+                layout = layout or self._row_layout(x, last, coasting, through)
+                extremes, s_rows, k_rows = layout if layout is not None else (None, last, gap)
                 direct = self._direct_rows(m, x, s_rows, k_rows, coasting, extremes)
         # the decays of k zero-gradient steps, then the coasting
         if self.weight_decay and self.rate.constant is None:
@@ -483,6 +487,34 @@ class AdamCoasting:
             p[zero_zero] = np.nan
         return p, m, v
 
+    def _expansion_floor(self, last: np.ndarray, gap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(b_K, x_min)`` per gap: the window's smallest ``b`` and the least ``x`` for which the expansion converges.
+
+        The smallest ``b_i`` of the window sets the worst ratio ``eps / (b x)``;
+        ``eps <= THETA b_K x`` is needed (module docstring). Where some
+        coordinates fall short, all of them go to the blocks: one pass over
+        whole rows costs less than two over masked parts.
+        """
+        window = np.minimum(gap, self.window)
+        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
+        with np.errstate(divide="ignore"):
+            return b_last, (self.eps / (THETA * b_last)).astype(self.dtype)
+
+    def _row_layout(self, x: np.ndarray, last: np.ndarray, coasting: np.ndarray, through: int) -> tuple | None:
+        """``((x_max, x_min) per row, last, gap)`` when ``x`` holds whole table rows that each coast in every entry or none.
+
+        The rows that do not coast (touched on the step before, or ``m =
+        0``) become windows of no steps (their last step ``through``), so
+        the blocks sum every row without masks. None for any other layout.
+        """
+        if not _whole_rows(x, last):
+            return None
+        live = coasting.any(axis=1)
+        if np.count_nonzero(coasting) != np.count_nonzero(live) * x.shape[1]:
+            return None
+        s_rows = np.where(live[:, None], last, through)
+        return _row_extremes(x, x), s_rows, through - s_rows
+
     def _expand(
         self,
         m: np.ndarray,
@@ -490,32 +522,18 @@ class AdamCoasting:
         last: np.ndarray,
         gap: np.ndarray,
         through: int,
-        candidates: np.ndarray,
-        x_low: np.ndarray | None = None,
-    ) -> np.ndarray | None:
-        """The expanded coasting ``lr m S`` of the ``candidates``, from ``m_s`` and ``x = sqrt(v_s)``; None unless it converges for all.
+        b_last: np.ndarray,
+        x_min: np.ndarray,
+    ) -> np.ndarray:
+        """The expanded coasting ``lr m S`` from ``m_s`` and ``x = sqrt(v_s)``, where it converges (``x >= x_min``).
 
-        The expansion converges where ``eps <= THETA b x`` (module docstring).
-        Where some candidates fall short, all of them go to the blocks: one
-        pass over whole rows costs less than two over masked parts. ``x_low``,
-        each row's smallest ``x``, is given when the candidates are every
-        entry of the table rows with a positive gap: then the rows decide.
+        ``b_last`` and ``x_min`` are :meth:`_expansion_floor`'s.
         """
         L = self.window
-        window = np.minimum(gap, L)
-        # the smallest b_i of the window, b_K, sets the worst ratio eps / (b x): eligible where x >= x_min
-        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
-        with np.errstate(divide="ignore"):
-            x_min = (self.eps / (THETA * b_last)).astype(self.dtype)
-        if x_low is not None:
-            if not ((x_low[:, None] >= x_min) | (gap <= 0)).all():  # a row's smallest x decides for all its entries
-                return None
-        elif not np.array_equal(candidates & (x >= x_min), candidates):  # near or below eps: the blocks take them all
-            return None
         if self.eps == 0.0:
             terms = 1
         else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
-            smallest = np.maximum(x.min() if x_low is None else x_low.min(), x_min)
+            smallest = np.maximum(x.min(), x_min)
             with np.errstate(divide="ignore"):
                 worst = float(np.max(np.where(gap > 0, self.eps / (smallest * b_last), 0.0)))
             terms = min(self.terms, max(1, math.ceil(math.log(self.tol) / math.log(worst)))) if worst > 0 else 1
