@@ -454,7 +454,7 @@ class AdamCoasting:
             if self.window:
                 # the expansion converges where x >= x_min: for all when the least coasting x does for every row
                 b_last, x_min = self._expansion_floor(last, gap)
-                converges = bool(np.min(x, where=coasting, initial=np.inf) >= x_min.max())
+                converges = not ((x < x_min.max()) & coasting).any()
                 if not converges:
                     layout = self._row_layout(x, last, coasting, through)
                     if layout is not None:  # a row's least x decides for all its entries
