@@ -791,11 +791,7 @@ class AdamCoasting:
         which = first_piece[local][:, None] + piece.astype(np.int64)
         if n == 1:
             return coef_y[which, 0].astype(self.dtype)
-        two_u = u + u
-        b1, b2 = coef_y[which, n - 1], np.zeros(u.shape)
-        for j in range(n - 2, 0, -1):
-            b1, b2 = two_u * b1 - b2 + coef_y[which, j], b1
-        return (u * b1 - b2 + coef_y[which, 0]).astype(self.dtype)
+        return _clenshaw(u, lambda j: coef_y[which, j], n).astype(self.dtype)
 
     def _pieces(self, x_min: np.ndarray, x_max: np.ndarray, b_top: np.ndarray) -> tuple[np.ndarray, ...]:
         """Windows' ranges of ``x`` for :meth:`_smooth_sums`: ``(x_lo, x_max, log x_lo, pieces, width)``.
@@ -850,21 +846,7 @@ class AdamCoasting:
         used = c.shape[1]
         if used == 1:
             return np.divide(c[:, :1], den, out=out)
-        two_u = u + u
-        b1, b2 = c[:, used - 1 : used], None  # the last coefficient (a column, broadcast); b2 = 0 until the first step
-        spare: list[np.ndarray] = []  # the recurrence's arrays, reused: three at most, whatever the terms
-        for n in range(used - 2, 0, -1):
-            step = np.multiply(two_u, b1, out=spare.pop() if spare else None)
-            if b2 is not None:
-                step -= b2
-                if b2.shape == u.shape:  # not the last coefficient's column
-                    spare.append(b2)
-            step += c[:, n : n + 1]
-            b1, b2 = step, b1
-        result = np.multiply(u, b1, out=out)
-        if b2 is not None:
-            result -= b2
-        result += c[:, :1]
+        result = _clenshaw(u, lambda j: c[:, j : j + 1], used, out=out)  # each row's coefficients, a column
         result /= den
         return result
 
@@ -1289,6 +1271,34 @@ def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.unique(last, return_inverse=True)
     present = np.bincount(last - low, minlength=span) > 0
     return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
+
+
+def _clenshaw(
+    u: np.ndarray, coefficient: Callable[[int], np.ndarray], used: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``sum_{j < used} c_j T_j(u)`` by Clenshaw's recurrence, for ``used >= 2``; ``coefficient(j)`` is ``c_j``.
+
+    ``c_j`` broadcasts against ``u`` (a column per row, or one value per
+    entry). ``b_j = 2 u b_{j+1} - b_{j+2} + c_j`` from ``b_used = b_{used+1} =
+    0``, the sum ``u b_1 - b_2 + c_0``; the recurrence reuses three arrays,
+    whatever the terms, and writes the sum to ``out`` when given.
+    """
+    two_u = u + u
+    b1, b2 = coefficient(used - 1), None  # b2 = 0 until the first step
+    spare: list[np.ndarray] = []
+    for n in range(used - 2, 0, -1):
+        step = np.multiply(two_u, b1, out=spare.pop() if spare else None)
+        if b2 is not None:
+            step -= b2
+            if b2.shape == u.shape and b2.flags.writeable:  # an array of the recurrence's own, not a coefficient
+                spare.append(b2)
+        step += coefficient(n)
+        b1, b2 = step, b1
+    result = np.multiply(u, b1, out=out)
+    if b2 is not None:
+        result -= b2
+    result += coefficient(0)
+    return result
 
 
 def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
