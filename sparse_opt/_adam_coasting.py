@@ -97,15 +97,30 @@ of the real axis, so it is interpolated piecewise in ``log x`` (pieces of
 blocks' values at the pieces' nodes (:meth:`AdamCoasting._smooth_sums`): an
 entry costs a logarithm and one Clenshaw recurrence, however many blocks.
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
-``eps``; ``L`` (a constant of ``beta1``, ``lr * weight_decay``, the dtype and
-``log(x / eps)``) bounds the per-``s`` work, as ``1 / (1 - beta1)``: about
-35 / (1 - beta1) steps in float32, so a catch-up after a long gap with beta1 =
-0.9999 computes 345,000 weights (tens of ms; benchmarks/RESULTS.md). Past the
-steps where the bias corrections have settled, ``w_i`` and ``b_i`` are
-geometric in ``i``, so the blocks there are one universal block scaled by
-``beta1**i``, and the moments of the steps far below eps closed-form geometric
-sums: that would make the per-``s`` work independent of beta1 too (not done).
-The bias corrections ``1 - beta**j`` are torch's (Python's correctly rounded
+``eps``.
+
+*Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
+beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
+0.9999), but the terms are analytic functions of the step ``j``, changing by
+at most ``e**lambda`` a step with ``lambda = |log(beta1 / c)| + |log beta2| /
+2`` (``|log(beta1 / c)|`` alone where every term is ``w / eps``), with
+singularities only at ``Re j = 0`` (the bias corrections) and, through ``b x
++ eps``, at ``|Im j| >= pi / lambda``. So a window of ``QUADRATURE_FROM``
+steps or more (at a constant rate) is cut into pieces of ``2**l`` steps,
+aligned on their size and at least their own length beyond step 0, of at most
+``1 / lambda`` steps (:meth:`AdamCoasting._plan`), and each piece's sum is an
+``m``-point Gauss rule for sums over consecutive integers
+(:mod:`sparse_opt._discrete_gauss`): ``m`` pseudo-steps at real ``j``, with
+positive weights, that the blocks then sum as they sum steps. ``m`` comes
+from a bound on the terms on the piece's Bernstein ellipse, uniform in ``x``
+(:meth:`AdamCoasting._piece_nodes`: error below ``tol / 8`` of the piece's
+sum; about 8 to 20 nodes). The steps no piece covers (the first few dozen of
+a window, its ends) are summed one by one. A window then costs
+``O(log(L) + lambda L)`` terms, ``lambda L <= log(1 / tol) + log(x_max / (tol
+eps))``: a few thousand whatever beta1, beta2 and the gap (a catch-up after
+10**6 steps with beta1 = 0.9999: 3,100 to 4,900 terms instead of 370,000).
+
+The bias corrections ``1 - beta**j`` are torch's (at the steps summed one by one) (Python's correctly rounded
 power, then the subtraction, up to ``1 - beta**j = 1/2``): numpy's vectorised
 power can be an ulp off, and with ``beta1 = 0.99999`` at step 4 the subtraction
 raises that to 3e-12. They and the powers ``beta1**i``, ``beta2**(i/2)`` come
@@ -195,6 +210,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._rates import LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
@@ -229,6 +245,12 @@ NODE_BATCH = 1 << 16
 RUN_COST = 5000
 #: Flat steps of a window from which their weights are summed pairwise (:meth:`AdamCoasting._flat_sums`).
 PAIRWISE_FROM = 64
+#: Summed steps of a window (at a constant rate) from which it is summed through Gauss rules on pieces.
+QUADRATURE_FROM = 256
+#: Pieces of fewer than ``2**MIN_PIECE_LEVEL`` steps are summed one by one.
+MIN_PIECE_LEVEL = 5
+#: Semi-minor axes, in half-widths of the piece, of the ellipses :meth:`AdamCoasting._piece_nodes` tries.
+PIECE_SIGMAS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 2.5])
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -290,6 +312,13 @@ class AdamCoasting:
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         #: From this step on both bias corrections are 1 in float64 (``beta**j < 2**-54``; see _summed_steps).
         self.exact_one = max(_steps_below(beta1, 2.0**-54), _steps_below(beta2, 2.0**-54))
+        # the pieces of the Gauss rules (_plan, _piece_nodes): the rates at which a term can change per step,
+        # |log(d1 / c)| and |log d2| / 2, and the largest pieces, 2**cap <= 1 / (their sum) where b x counts
+        # and 1 / |log(d1 / c)| where every term is w / eps
+        l1 = abs(math.log(self.decay1) - math.log(self.c)) if self.decay1 > 0 and self.c > 0 else math.inf
+        l2 = -math.log(self.decay2) / 2 if self.decay2 > 0 else math.inf
+        self._rates = (l1, l2)
+        self._caps = tuple(_level_cap(rate) for rate in (l1 + l2, l1))
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self._rho_power(np.arange(max(self.window, 1), dtype=np.float64)) if self.window else None
@@ -889,17 +918,7 @@ class AdamCoasting:
             summed = self._summed_steps(s, count_steps, skip, x_max)
             tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
             count_steps = summed
-        owner = np.repeat(np.arange(s.size), count_steps)
-        first = np.cumsum(count_steps) - count_steps
-        i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
-        steps = s[owner] + i
-        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
-            a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
-            b = self._powers(self.decay2, 0.5, i) / self._bias_correction(self.beta2, steps, root=True)
-            if self.rate.constant is None:  # each step's own rate, and the decays of the steps after it
-                w = a * self._scheduled_weights(s, k, count_steps, steps)
-            else:
-                w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
+        owner, b, w = self._window_terms(s, k, skip, count_steps, x_max)
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
         const = self._flat_sums(owner, flat, w, s.size) + tail
@@ -957,6 +976,200 @@ class AdamCoasting:
                 lo, hi, n = int(starts[b0]), int(ends[b1]), int(needed[b0])
                 coef[b0:b1, :n] = _node_coefficients(w[lo:hi], level[lo:hi], slope[lo:hi], starts[b0:b1] - lo, n)
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
+
+    def _window_terms(
+        self, s: np.ndarray, k: np.ndarray, skip: np.ndarray, count: np.ndarray, x_max: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(owner, b, w)`` of the summed steps ``skip + 1 .. skip + count`` of each window ``(s, k)``, in order.
+
+        Each window's terms are contiguous, windows in turn, ``b`` decreasing
+        along a window. A window of ``QUADRATURE_FROM`` steps or more at a
+        constant rate is summed through pieces of consecutive steps, each a
+        Gauss rule of a few weighted pseudo-steps (:meth:`_plan`,
+        :meth:`_node_terms`); the other steps one by one (:meth:`_step_terms`).
+        """
+        quad = count >= QUADRATURE_FROM if self.rate.constant is not None else np.zeros(s.size, dtype=bool)
+        if not quad.any():
+            owner = np.repeat(np.arange(s.size), count)
+            first = np.cumsum(count) - count
+            i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
+            return owner, *self._step_terms(s, k, count, owner, i)
+        # items, window by window: runs of steps summed one by one (level -1) and pieces of 2**level steps
+        item_owner, item_start, item_size, item_level = [], [], [], []
+        for o in range(s.size):
+            if not quad[o]:
+                if count[o]:
+                    item_owner.append(o), item_start.append(int(s[o] + skip[o] + 1))
+                    item_size.append(int(count[o])), item_level.append(-1)
+                continue
+            first, last = int(s[o] + skip[o] + 1), int(s[o] + skip[o] + count[o])
+            for start, size, level in self._plan(int(s[o]), first, last, float(x_max[o])):
+                item_owner.append(o), item_start.append(start), item_size.append(size), item_level.append(level)
+        owner_i, start_i, size_i, level_i = (np.array(a, dtype=np.int64) for a in (item_owner, item_start, item_size, item_level))
+        piece = level_i >= 0
+        flat = np.zeros(piece.size, dtype=bool)
+        flat[piece] = start_i[piece] >= self._flat_step(s[owner_i[piece]], x_max[owner_i[piece]])
+        nodes = np.zeros(piece.size, dtype=np.int64)
+        nodes[piece] = self._piece_nodes(start_i[piece], level_i[piece], flat[piece])
+        # a piece whose rule needs more than half its steps is summed one by one (as are its steps)
+        direct = ~piece | (2 * nodes > np.left_shift(1, np.maximum(level_i, 0)))
+        size_i = np.where(direct, np.where(piece, np.left_shift(1, np.maximum(level_i, 0)), size_i), nodes)
+        owner = np.repeat(owner_i, size_i)
+        item = np.repeat(np.arange(owner_i.size), size_i)
+        within = np.arange(owner.size, dtype=np.int64) - (np.cumsum(size_i) - size_i)[item]
+        b, w = np.empty(owner.size), np.empty(owner.size)
+        one = direct[item]
+        i = start_i[item[one]] + within[one] - s[owner[one]]
+        b[one], w[one] = self._step_terms(s, k, count, owner[one], i)
+        if not one.all():
+            keys = sorted({(int(p), int(m)) for p, m in zip(level_i[~direct], nodes[~direct])})
+            found = gauss_rules(keys)
+            table_x = np.concatenate([found[key][0] for key in keys])
+            table_w = np.concatenate([found[key][1] for key in keys])
+            offset = dict(zip(keys, np.cumsum([0] + [m for _, m in keys])[:-1].tolist()))
+            rule_at = np.array([offset.get((int(p), int(m)), 0) for p, m in zip(level_i, nodes)], dtype=np.int64)
+            node = ~one
+            at = rule_at[item[node]] + within[node]
+            b[node], w[node] = self._node_terms(
+                s[owner[node]], k[owner[node]], start_i[item[node]], table_x[at], table_w[at]
+            )
+        return owner, b, w
+
+    def _step_terms(
+        self, s: np.ndarray, k: np.ndarray, count: np.ndarray, owner: np.ndarray, i: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(b_i, w_i)`` of the dormant steps ``i`` (int64, from 1) of windows ``owner``, one by one."""
+        steps = s[owner] + i
+        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+            a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
+            b = self._powers(self.decay2, 0.5, i) / self._bias_correction(self.beta2, steps, root=True)
+            if self.rate.constant is None:  # each step's own rate, and the decays of the steps after it
+                w = a * self._scheduled_weights(s, k, count, steps)
+            else:
+                w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
+        return b, w
+
+    def _node_terms(
+        self, s: np.ndarray, k: np.ndarray, start: np.ndarray, offset: np.ndarray, weight: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(b, weight * w)`` at the pseudo-steps ``start + offset`` (global steps; ``start`` an int64 piece start).
+
+        ``w`` and ``b`` are the analytic functions of the step that the steps'
+        weights are (module docstring), continued to the real ``j = start +
+        offset``: the powers split at the piece's start, ``d**(start - s) *
+        d**offset`` (the first from the tables by step, exact; the second
+        erring by ``|log d| ulp(offset)``, at most an epsilon on a piece), and
+        ``1 - beta**j = -expm1(j log beta)``, within two roundings for every ``j``.
+        """
+        i0 = start - s
+        j = start.astype(np.float64) + offset
+        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+            a = self._powers(self.decay1, 1.0, i0) * np.power(self.decay1, offset)
+            a /= -np.expm1(j * math.log(self.beta1))
+            b = self._powers(self.decay2, 0.5, i0) * np.power(self.decay2, offset / 2)
+            b /= np.sqrt(-np.expm1(j * math.log(self.beta2))) if self.beta2 > 0 else 1.0
+            if self.c != 1.0:
+                a *= self.c ** (k - i0).astype(np.float64) * np.power(self.c, -offset)
+        return b, a * weight
+
+    def _flat_step(self, s: np.ndarray, x_max: np.ndarray) -> np.ndarray:
+        """The first global step of each window ``(s, x_max)`` from which every term is ``w / eps`` to ``tol / 4``.
+
+        ``b_i <= d2**(i/2) / sqrt(1 - beta2**(s+1))`` (the bias correction
+        grows with the step), so ``b_i x_max <= tol eps / 4`` from ``i = 2
+        log(tol eps sqrt(1 - beta2**(s+1)) / (4 x_max)) / log d2`` on; two
+        steps are added for the roundings of the powers.
+        """
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if not 0.0 < self.decay2 < 1.0:  # beta2 = 0: b = 0 from the first dormant step on
+                return s + 1
+            root = np.sqrt(-np.expm1((s + 1).astype(np.float64) * math.log(self.beta2)))
+            first = np.ceil(2.0 * np.log((self.tol / 4) * self.eps * root / x_max) / math.log(self.decay2)) + 2
+        first = np.where(np.isnan(first) | (first < 1), 1.0, np.minimum(first, 2.0**62))
+        return s + first.astype(np.int64)
+
+    def _plan(self, s: int, first: int, last: int, x_max: float) -> list[tuple[int, int, int]]:
+        """The items of the global steps ``first .. last`` of a window from ``s``: ``(start, size, level)`` in order.
+
+        Pieces (``level >= 0``: ``2**level`` steps from ``start``) are aligned
+        on their size, ``start = q 2**level`` with ``q >= 2``, so that every
+        piece lies at least its own length beyond step 0, where the bias
+        corrections' poles are; their length is at most ``2**cap``, ``cap`` the
+        window's part's level (:attr:`_caps`: where ``b x`` still counts, and
+        the flat rest). Steps that no piece of at least ``2**MIN_PIECE_LEVEL``
+        covers are a run summed one by one (``level = -1``).
+        """
+        flat = int(self._flat_step(np.array([s]), np.array([x_max]))[0])
+        items: list[tuple[int, int, int]] = []
+        for lo, hi, cap in ((first, min(last, flat - 1), self._caps[0]), (max(first, flat), last, self._caps[1])):
+            pos = lo
+            while pos <= hi:
+                room = hi - pos + 1
+                level = min(cap, (pos & -pos).bit_length() - 1, room.bit_length() - 1, pos.bit_length() - 2)
+                if level < MIN_PIECE_LEVEL:  # one by one up to where the smallest piece can start
+                    size = min(hi + 1, max(2 << MIN_PIECE_LEVEL, -(-(pos + 1) >> MIN_PIECE_LEVEL) << MIN_PIECE_LEVEL)) - pos
+                    if items and items[-1][2] < 0 and items[-1][0] + items[-1][1] == pos:
+                        items[-1] = (items[-1][0], items[-1][1] + size, -1)
+                    else:
+                        items.append((pos, size, -1))
+                    pos += size
+                elif level == cap:  # aligned at the cap: every whole piece of that size that fits
+                    items.extend((pos + (q << cap), 1 << cap, cap) for q in range(room >> cap))
+                    pos += (room >> cap) << cap
+                else:
+                    items.append((pos, 1 << level, level))
+                    pos += 1 << level
+        return items
+
+    def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray) -> np.ndarray:
+        """Gauss nodes each piece (``2**level`` steps from global step ``start``) needs, its error below ``tol / 8``.
+
+        The piece's terms ``G(j) = A(j) / (B(j) x + eps)`` (``A = c**(T-j)
+        d1**(j-s) / (1 - beta1**j)``, ``B = d2**((j-s)/2) / sqrt(1 -
+        beta2**j)``) are analytic in ``j`` for ``Re j > 0``. On the Bernstein
+        ellipse of the piece's interval ``[J0, J1]`` (centre ``C``, half-width
+        ``h``) with semi-minor axis ``Y = sigma h`` (semi-major ``a = h sqrt(1
+        + sigma**2)``, ``rho = sigma + sqrt(1 + sigma**2)``), at ``j = t + iy``:
+
+        - ``|A(j)| <= e**(l1 (a + h)) (1 - beta1**J1) / (1 - beta1**(C - a))``
+          times ``A``'s least value on the interval (``l1 = |log(d1 / c)|``,
+          and ``|1 - beta1**j| >= 1 - beta1**t``);
+        - ``|B(j) x + eps| >= cos(psi / 2) (|B(j)| x + eps)`` for ``|arg B| <=
+          psi = Y |log d2| / 2 + atan(r min(1, Y |log beta2|) / (1 - r)) / 2``,
+          ``r = beta2**(C - a)`` (the second term bounds ``arg(1 - beta2**j)``);
+        - ``B(J0) / |B(j)| <= e**(l2 (a + h)) sqrt(((1 - beta2**(C+a)) + r
+          min(2, Y |log beta2|)) / (1 - beta2**J0))``, ``l2 = |log d2| / 2``.
+
+        So ``|G| <= M`` there with ``M / min G = R_A R_B / cos(psi / 2)``,
+        uniformly in ``x >= 0`` (in a flat piece, where every term is ``A /
+        eps``, ``R_A`` alone), and the ``m``-point rule errs by at most ``4 (M /
+        min G) rho**(1 - 2m) / (rho - 1)`` of the piece's sum
+        (:mod:`sparse_opt._discrete_gauss`). The best of a few ``sigma`` is
+        taken (``C - a > 0`` and ``psi < pi`` required); 0 where none applies.
+        """
+        n = np.ldexp(1.0, level)[:, None]
+        h = (n - 1.0) / 2
+        centre = start[:, None] + h
+        sigma = PIECE_SIGMAS[None, :]
+        minor, major = sigma * h, h * np.sqrt(1.0 + sigma * sigma)
+        rho = sigma + np.sqrt(1.0 + sigma * sigma)
+        left = centre - major
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            bound = np.exp(self._rates[0] * (major + h)) * (
+                _one_minus_power(self.beta1, start[:, None] + n - 1.0) / _one_minus_power(self.beta1, left)
+            )
+            if self.decay2 > 0:
+                log2 = -math.log(self.beta2) if self.beta2 > 0 else math.inf
+                r = np.power(self.beta2, left)
+                psi = minor * self._rates[1] + np.arctan(r * np.minimum(1.0, minor * log2) / (1.0 - r)) / 2
+                top = _one_minus_power(self.beta2, centre + major) + r * np.minimum(2.0, minor * log2)
+                ratio = np.exp(self._rates[1] * (major + h)) * np.sqrt(top / _one_minus_power(self.beta2, start[:, None] + 0.0))
+                shaped = bound * np.maximum(ratio, 1.0) / np.cos(psi / 2)
+                bound = np.where(flat[:, None], bound, np.where(psi < np.pi, shaped, np.inf))
+            bound = np.where(left > 0, bound, np.inf)
+            terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
+        best = np.nan_to_num(np.ceil(terms).min(axis=1), nan=np.inf, posinf=np.inf)
+        return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)
 
     def _decay(self, start: int, stop: int) -> float:
         """``prod_{j=start+1}^{stop} c_j``: the decoupled decay of those steps (``c**(stop - start)`` at a constant rate)."""
@@ -1251,6 +1464,22 @@ def _table(key: tuple, fill: Callable[[np.ndarray], np.ndarray], n: np.ndarray) 
     out[inside] = table[n[inside]]
     out[~inside] = fill(n[~inside])
     return out
+
+
+def _level_cap(rate: float) -> int:
+    """The largest ``level`` with ``2**level * rate <= 1`` (62 for a zero rate, -1 for an infinite one)."""
+    if rate == 0.0:
+        return 62
+    if not math.isfinite(rate) or rate > 1.0:
+        return -1
+    return min(62, math.floor(-math.log2(rate)))
+
+
+def _one_minus_power(beta: float, t: np.ndarray) -> np.ndarray:
+    """``1 - beta**t`` for real ``t > 0`` (1 where ``beta == 0``), by ``expm1``."""
+    if beta == 0.0:
+        return np.ones(np.shape(t))
+    return -np.expm1(np.asarray(t, dtype=np.float64) * math.log(beta))
 
 
 def _whole_rows(x: np.ndarray, last: np.ndarray) -> bool:
