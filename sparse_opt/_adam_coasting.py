@@ -994,18 +994,16 @@ class AdamCoasting:
             first = np.cumsum(count) - count
             i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
             return owner, *self._step_terms(s, k, count, owner, i)
-        # items, window by window: runs of steps summed one by one (level -1) and pieces of 2**level steps
-        item_owner, item_start, item_size, item_level = [], [], [], []
-        for o in range(s.size):
-            if not quad[o]:
-                if count[o]:
-                    item_owner.append(o), item_start.append(int(s[o] + skip[o] + 1))
-                    item_size.append(int(count[o])), item_level.append(-1)
-                continue
-            first, last = int(s[o] + skip[o] + 1), int(s[o] + skip[o] + count[o])
-            for start, size, level in self._plan(int(s[o]), first, last, float(x_max[o])):
-                item_owner.append(o), item_start.append(start), item_size.append(size), item_level.append(level)
-        owner_i, start_i, size_i, level_i = (np.array(a, dtype=np.int64) for a in (item_owner, item_start, item_size, item_level))
+        # items: runs of steps summed one by one (level -1) and pieces of 2**level steps, window by window
+        first, last = s + skip + 1, s + skip + count
+        windows = np.flatnonzero(quad)
+        planned = self._plan(windows, s[quad], first[quad], last[quad], x_max[quad])
+        alone = np.flatnonzero(~quad & (count > 0))
+        owner_i, start_i, size_i, level_i = (
+            np.concatenate([a, b]) for a, b in zip(planned, (alone, first[alone], count[alone], np.full(alone.size, -1)))
+        )
+        order = np.lexsort((start_i, owner_i))
+        owner_i, start_i, size_i, level_i = owner_i[order], start_i[order], size_i[order], level_i[order]
         piece = level_i >= 0
         flat = np.zeros(piece.size, dtype=bool)
         flat[piece] = start_i[piece] >= self._flat_step(s[owner_i[piece]], x_max[owner_i[piece]])
@@ -1088,38 +1086,70 @@ class AdamCoasting:
         first = np.where(np.isnan(first) | (first < 1), 1.0, np.minimum(first, 2.0**62))
         return s + first.astype(np.int64)
 
-    def _plan(self, s: int, first: int, last: int, x_max: float) -> list[tuple[int, int, int]]:
-        """The items of the global steps ``first .. last`` of a window from ``s``: ``(start, size, level)`` in order.
+    def _plan(
+        self, owner: np.ndarray, s: np.ndarray, first: np.ndarray, last: np.ndarray, x_max: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The items tiling the global steps ``first .. last`` of windows ``owner`` (from ``s``): ``(owner, start, size, level)``.
 
         Pieces (``level >= 0``: ``2**level`` steps from ``start``) are aligned
         on their size, ``start = q 2**level`` with ``q >= 2``, so that every
         piece lies at least its own length beyond step 0, where the bias
-        corrections' poles are; their length is at most ``2**cap``, ``cap`` the
-        window's part's level (:attr:`_caps`: where ``b x`` still counts, and
-        the flat rest). Steps that no piece of at least ``2**MIN_PIECE_LEVEL``
-        covers are a run summed one by one (``level = -1``).
+        corrections' poles are; they are at most ``2**cap`` long, ``cap`` the
+        level of the window's part (:attr:`_caps`: where ``b x`` still counts,
+        and from :meth:`_flat_step` on). Within an octave ``[2**t, 2**(t+1))``
+        the level is at most ``min(cap, t - 1)``; each part of constant level
+        is tiled by the largest aligned pieces, ascending from its start to its
+        level, as many as fit at it, then descending to its end. Steps that no
+        piece of at least ``2**MIN_PIECE_LEVEL`` covers are runs summed one by
+        one (``level = -1``). Items come unordered (sort by owner and start).
         """
-        flat = int(self._flat_step(np.array([s]), np.array([x_max]))[0])
-        items: list[tuple[int, int, int]] = []
-        for lo, hi, cap in ((first, min(last, flat - 1), self._caps[0]), (max(first, flat), last, self._caps[1])):
-            pos = lo
-            while pos <= hi:
-                room = hi - pos + 1
-                level = min(cap, (pos & -pos).bit_length() - 1, room.bit_length() - 1, pos.bit_length() - 2)
-                if level < MIN_PIECE_LEVEL:  # one by one up to where the smallest piece can start
-                    size = min(hi + 1, max(2 << MIN_PIECE_LEVEL, -(-(pos + 1) >> MIN_PIECE_LEVEL) << MIN_PIECE_LEVEL)) - pos
-                    if items and items[-1][2] < 0 and items[-1][0] + items[-1][1] == pos:
-                        items[-1] = (items[-1][0], items[-1][1] + size, -1)
-                    else:
-                        items.append((pos, size, -1))
-                    pos += size
-                elif level == cap:  # aligned at the cap: every whole piece of that size that fits
-                    items.extend((pos + (q << cap), 1 << cap, cap) for q in range(room >> cap))
-                    pos += (room >> cap) << cap
-                else:
-                    items.append((pos, 1 << level, level))
-                    pos += 1 << level
-        return items
+        flat = self._flat_step(s, x_max)
+        # the parts of constant cap: where b x counts, and the flat rest
+        seg_owner = np.concatenate([owner, owner])
+        seg_lo = np.concatenate([first, np.maximum(first, flat)])
+        seg_hi = np.concatenate([np.minimum(last, flat - 1), last]) + 1  # exclusive
+        seg_cap = np.repeat(np.array(self._caps, dtype=np.int64), owner.size)
+        keep = seg_lo < seg_hi
+        seg_owner, seg_lo, seg_hi, seg_cap = seg_owner[keep], seg_lo[keep], seg_hi[keep], seg_cap[keep]
+        # cut at the octaves below 2**(cap + 1), where the level is held to t - 1
+        top = int(seg_cap.max()) + 1 if seg_cap.size else 0
+        octaves = np.left_shift(1, np.arange(MIN_PIECE_LEVEL + 1, max(top, MIN_PIECE_LEVEL) + 1, dtype=np.int64))
+        cut = (seg_lo[:, None] < octaves) & (octaves < seg_hi[:, None]) & (octaves <= np.left_shift(1, seg_cap + 1)[:, None])
+        bounds = np.column_stack([seg_lo, np.where(cut, octaves, 0), seg_hi])
+        marks = np.column_stack([np.ones(seg_lo.size, dtype=bool), cut, np.ones(seg_lo.size, dtype=bool)])
+        points, row = bounds[marks], np.nonzero(marks)[0]
+        pair = row[1:] == row[:-1]
+        lo, hi, part = points[:-1][pair], points[1:][pair], row[:-1][pair]
+        level = np.minimum(seg_cap[part], _floor_log2(lo) - 1)
+        o = seg_owner[part]
+        piece = level >= MIN_PIECE_LEVEL
+        unit = 1 << MIN_PIECE_LEVEL
+        head = np.where(piece, np.minimum(hi, -(-lo // unit) * unit), hi)  # one by one up to the first alignment
+        items = [(o, lo, head - lo, np.full(o.size, -1))]
+        lv = np.arange(MIN_PIECE_LEVEL, max(int(level.max()) if level.size else 0, MIN_PIECE_LEVEL), dtype=np.int64)
+        size, below = np.left_shift(1, lv)[None, :], (lv[None, :] < level[:, None]) & piece[:, None]
+        # ascending: the set bits of the distance d to the part's alignment, while they fit (their running sum
+        # d mod 2**(l+1) is at most the room), each piece at pos + (d mod 2**l)
+        d = (-head) & (np.left_shift(1, np.maximum(level, 0)) - 1)
+        bit = ((d[:, None] & size) != 0) & below
+        up = bit & ((d[:, None] & (2 * size - 1)) <= (hi - head)[:, None])
+        items.append(_pieces_of(up, o, head[:, None] + (d[:, None] & (size - 1)), lv))
+        pos = head + (up * size).sum(axis=1)
+        # at the alignment: as many pieces of the part's level as fit
+        whole = np.where(piece & (pos - head == d), (hi - pos) >> np.maximum(level, 0), 0)
+        at = np.repeat(np.arange(o.size), whole)
+        nth = np.arange(at.size, dtype=np.int64) - (np.cumsum(whole) - whole)[at]
+        items.append((o[at], pos[at] + (nth << level[at]), np.left_shift(1, level[at]), level[at]))
+        pos = pos + (whole << np.maximum(level, 0))
+        # descending: the set bits of what is left (below the last level reached), each at pos + its higher bits
+        rest = hi - pos
+        down = ((rest[:, None] & size) != 0) & below
+        items.append(_pieces_of(down, o, pos[:, None] + ((rest[:, None] >> (lv + 1)) << (lv + 1)), lv))
+        pos = pos + (down * size).sum(axis=1)
+        items.append((o, pos, hi - pos, np.full(o.size, -1)))  # what no piece covers at the end
+        out = tuple(np.concatenate([item[n] for item in items]).astype(np.int64) for n in range(4))
+        used = out[2] > 0
+        return tuple(a[used] for a in out)
 
     def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray) -> np.ndarray:
         """Gauss nodes each piece (``2**level`` steps from global step ``start``) needs, its error below ``tol / 8``.
@@ -1473,6 +1503,18 @@ def _level_cap(rate: float) -> int:
     if not math.isfinite(rate) or rate > 1.0:
         return -1
     return min(62, math.floor(-math.log2(rate)))
+
+
+def _pieces_of(chosen: np.ndarray, owner: np.ndarray, start: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The items ``(owner, start, size, level)`` of the pieces ``chosen`` in a (parts x levels) grid."""
+    part, col = np.nonzero(chosen)
+    return owner[part], start[part, col], np.left_shift(1, levels[col]), levels[col]
+
+
+def _floor_log2(n: np.ndarray) -> np.ndarray:
+    """``floor(log2(n))`` for int64 ``n >= 1``, exactly (a float64 of ``n >= 2**53`` can round up to a power of 2)."""
+    e = np.frexp(n.astype(np.float64))[1].astype(np.int64) - 1
+    return np.where(np.left_shift(1, e) > n, e - 1, e)
 
 
 def _one_minus_power(beta: float, t: np.ndarray) -> np.ndarray:

@@ -586,3 +586,46 @@ def test_the_terms_a_catch_up_evaluates_do_not_grow_with_the_gap(beta1, beta2, w
         assert np.isfinite(opt.params).all()
         terms[gap] = sum(counted)
     assert max(terms.values()) <= 6000, terms
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([(0.9999, 0.999, 0.0), (0.999, 0.5, 0.1), (0.99, 0.9, 0.0), (0.9, 0.9999, 0.5)]),
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 3000), st.integers(1, 2**61)),  # s
+            st.integers(1, 6000),  # first dormant step summed, after s
+            st.integers(0, 200_000),  # steps summed after the first
+            st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 1.0]),  # x_max
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, windows):
+    """What the quadrature's bound relies on (AdamCoasting._plan): the items of a window tile its steps exactly, in
+    order; every piece of 2**l steps starts at a multiple q 2**l with q >= 2, is at least 2**MIN_PIECE_LEVEL and at
+    most 2**cap long (cap of the part it lies in: before or from the window's first flat step), and does not cross
+    that step."""
+    beta1, beta2, wd = hyper_
+    coasting = AdamCoasting(1e-3, beta1, beta2, 1e-8, wd, np.float64)
+    s = np.array([w[0] for w in windows], dtype=np.int64)
+    first = s + np.array([w[1] for w in windows])
+    last = first + np.array([w[2] for w in windows])
+    x_max = np.array([w[3] for w in windows])
+    owner, start, size, level = coasting._plan(np.arange(s.size), s, first, last, x_max)
+    flat = coasting._flat_step(s, x_max)
+    order = np.lexsort((start, owner))
+    owner, start, size, level = owner[order], start[order], size[order], level[order]
+    for w in range(s.size):
+        mine = owner == w
+        ends = start[mine] + size[mine]
+        assert start[mine][0] == first[w] and ends[-1] == last[w] + 1
+        np.testing.assert_array_equal(start[mine][1:], ends[:-1])
+        for a, n, lv in zip(start[mine].tolist(), size[mine].tolist(), level[mine].tolist()):
+            if lv < 0:
+                continue
+            cap = coasting._caps[0] if a < flat[w] else coasting._caps[1]
+            assert n == 2**lv and a % n == 0 and a >= 2 * n, (a, n)
+            assert _adam_coasting.MIN_PIECE_LEVEL <= lv <= cap, (lv, cap)
+            assert a + n <= flat[w] or a >= flat[w]
