@@ -1063,9 +1063,9 @@ class AdamCoasting:
         j = start.astype(np.float64) + offset
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             a = self._powers(self.decay1, 1.0, i0) * np.power(self.decay1, offset)
-            a /= -np.expm1(j * math.log(self.beta1))
+            a /= _one_minus_power(self.beta1, j)
             b = self._powers(self.decay2, 0.5, i0) * np.power(self.decay2, offset / 2)
-            b /= np.sqrt(-np.expm1(j * math.log(self.beta2))) if self.beta2 > 0 else 1.0
+            b /= np.sqrt(_one_minus_power(self.beta2, j))
             if self.c != 1.0:
                 a *= self.c ** (k - i0).astype(np.float64) * np.power(self.c, -offset)
         return b, a * weight
