@@ -106,9 +106,10 @@ at most ``e**lambda`` a step with ``lambda = |log(beta1 / c)| + |log beta2| /
 2`` (``|log(beta1 / c)|`` alone where every term is ``w / eps``), with
 singularities only at ``Re j = 0`` (the bias corrections) and, through ``b x
 + eps``, at ``|Im j| >= pi / lambda``. So a window of ``QUADRATURE_FROM``
-steps or more (at a constant rate) is cut into pieces of ``2**l`` steps,
-aligned on their size and at least their own length beyond step 0, of at most
-``1 / lambda`` steps (:meth:`AdamCoasting._plan`), and each piece's sum is an
+steps or more (at a constant rate, or under a built-in schedule: below) is
+cut into pieces of ``2**l`` steps, aligned on their size and at least their
+own length beyond step 0, of at most ``1 / lambda`` steps
+(:meth:`AdamCoasting._plan`), and each piece's sum is an
 ``m``-point Gauss rule for sums over consecutive integers
 (:mod:`sparse_opt._discrete_gauss`): ``m`` pseudo-steps at real ``j``, with
 positive weights, that the blocks then sum as they sum steps. ``m`` comes
@@ -182,8 +183,23 @@ window and their error bound are those above with ``c`` the smallest factor,
 ``1 - peak * weight_decay`` (:meth:`AdamCoasting._uses_blocks`): every ``lr_j``
 is at most the schedule's peak, so the steps left out weigh less than ``tol /
 4`` of the first step's term at the peak rate -- of one peak-rate step of the
-coordinate. The cost is the blocks' (the window's rates are evaluated once per
-catch-up), plus, with ``weight_decay > 0``, the product of the decay factors
+coordinate. Without weight decay a built-in schedule keeps the Gauss rules on
+long windows: between a few break steps its rate is one entire function of
+the step (constant, the warm-up's line, the cosine, the exponential;
+:mod:`sparse_opt._analytic_rates`), so the window is first cut at those breaks,
+each piece lies within one segment (and, before a cosine's end, where the rate
+has a double zero, ends at least twice its length before it), its pseudo-steps
+take the rate continued to real steps, and its bound on the ellipse takes the
+rate's own growth there (:func:`sparse_opt._analytic_rates.growth`). The cost
+is then the constant rate's plus about 200 terms per break in the window: a
+few thousand for a warm-up and cosine, O(window / step_size) for a
+:func:`~sparse_opt.schedules.step_decay` (40,000 terms for its 185 periods of
+2000 steps in a window of 370,000; periods shorter than ``2**MIN_PIECE_LEVEL``
+are summed step by step). An arbitrary callable, or a schedule with weight
+decay (whose steps' decay factors have no closed-form product to continue),
+sums its window step by step: O(window) terms, and the rates of the summed
+steps evaluated once per catch-up. With ``weight_decay > 0`` the catch-up also
+takes the product of the decay factors
 of the steps beyond the window, as the parameter's own decay
 (:meth:`~sparse_opt._rates.LearningRate.decay`): the products are taken from
 the catch-up's last step back, so one pass over the gap serves every last
@@ -210,6 +226,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._rates import LearningRate
 
@@ -313,12 +330,16 @@ class AdamCoasting:
         #: From this step on both bias corrections are 1 in float64 (``beta**j < 2**-54``; see _summed_steps).
         self.exact_one = max(_steps_below(beta1, 2.0**-54), _steps_below(beta2, 2.0**-54))
         # the pieces of the Gauss rules (_plan, _piece_nodes): the rates at which a term can change per step,
-        # |log(d1 / c)| and |log d2| / 2, and the largest pieces, 2**cap <= 1 / (their sum) where b x counts
-        # and 1 / |log(d1 / c)| where every term is w / eps
+        # |log(d1 / c)| and |log d2| / 2 (the largest pieces: 2**cap <= 1 / (their sum) where b x counts and
+        # 1 / |log(d1 / c)| where every term is w / eps)
         l1 = abs(math.log(self.decay1) - math.log(self.c)) if self.decay1 > 0 and self.c > 0 else math.inf
         l2 = -math.log(self.decay2) / 2 if self.decay2 > 0 else math.inf
         self._rates = (l1, l2)
-        self._caps = tuple(_level_cap(rate) for rate in (l1 + l2, l1))
+        #: Whether long windows are summed through Gauss rules: at a constant rate, or under a built-in schedule
+        #: without weight decay (whose rates continue to real steps; the decays of a schedule's steps do not).
+        self.quadrature = self.rate.constant is not None or (
+            analytic_rates.supports(self.rate.schedule) and not weight_decay
+        )
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self._rho_power(np.arange(max(self.window, 1), dtype=np.float64)) if self.window else None
@@ -983,32 +1004,50 @@ class AdamCoasting:
         """``(owner, b, w)`` of the summed steps ``skip + 1 .. skip + count`` of each window ``(s, k)``, in order.
 
         Each window's terms are contiguous, windows in turn, ``b`` decreasing
-        along a window. A window of ``QUADRATURE_FROM`` steps or more at a
-        constant rate is summed through pieces of consecutive steps, each a
-        Gauss rule of a few weighted pseudo-steps (:meth:`_plan`,
+        along a window. A window of ``QUADRATURE_FROM`` steps or more (where
+        :attr:`quadrature`) is summed through pieces of consecutive steps, each
+        a Gauss rule of a few weighted pseudo-steps (:meth:`_plan`,
         :meth:`_node_terms`); the other steps one by one (:meth:`_step_terms`).
+        Under a schedule the pieces lie within its segments
+        (:func:`sparse_opt._analytic_rates.segments`), where the rate is one
+        analytic function of the step.
         """
-        quad = count >= QUADRATURE_FROM if self.rate.constant is not None else np.zeros(s.size, dtype=bool)
+        quad = count >= QUADRATURE_FROM if self.quadrature else np.zeros(s.size, dtype=bool)
         if not quad.any():
             owner = np.repeat(np.arange(s.size), count)
             first = np.cumsum(count) - count
             i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
             return owner, *self._step_terms(s, k, count, owner, i)
-        # items: runs of steps summed one by one (level -1) and pieces of 2**level steps, window by window
+        # items: runs of steps summed one by one (level -1) and pieces of 2**level steps, window by window, each
+        # piece within one segment of the schedule (the whole window at a constant rate)
         first, last = s + skip + 1, s + skip + count
         windows = np.flatnonzero(quad)
-        planned = self._plan(windows, s[quad], first[quad], last[quad], x_max[quad])
+        if self.rate.constant is not None:
+            seg_window, seg_lo, seg_hi = windows, first[quad], last[quad]
+            seg_kind, seg_zero, seg_rate = np.zeros(windows.size, dtype=np.int64), None, None
+        else:
+            part, seg_lo, seg_hi, seg_kind, seg_zero, seg_rate = analytic_rates.segments(
+                self.rate.schedule, first[quad], last[quad]
+            )
+            seg_window = windows[part]
+        seg, start_p, size_p, level_p = self._plan(
+            np.arange(seg_window.size), s[seg_window], seg_lo, seg_hi, x_max[seg_window], seg_zero, seg_rate
+        )
         alone = np.flatnonzero(~quad & (count > 0))
-        owner_i, start_i, size_i, level_i = (
-            np.concatenate([a, b]) for a, b in zip(planned, (alone, first[alone], count[alone], np.full(alone.size, -1)))
+        owner_i, start_i, size_i, level_i, kind_i = (
+            np.concatenate([a, b])
+            for a, b in zip(
+                (seg_window[seg], start_p, size_p, level_p, seg_kind[seg]),
+                (alone, first[alone], count[alone], np.full(alone.size, -1), np.zeros(alone.size, dtype=np.int64)),
+            )
         )
         order = np.lexsort((start_i, owner_i))
-        owner_i, start_i, size_i, level_i = owner_i[order], start_i[order], size_i[order], level_i[order]
+        owner_i, start_i, size_i, level_i, kind_i = (a[order] for a in (owner_i, start_i, size_i, level_i, kind_i))
         piece = level_i >= 0
         flat = np.zeros(piece.size, dtype=bool)
         flat[piece] = start_i[piece] >= self._flat_step(s[owner_i[piece]], x_max[owner_i[piece]])
         nodes = np.zeros(piece.size, dtype=np.int64)
-        nodes[piece] = self._piece_nodes(start_i[piece], level_i[piece], flat[piece])
+        nodes[piece] = self._piece_nodes(start_i[piece], level_i[piece], flat[piece], kind_i[piece])
         # a piece whose rule needs more than half its steps is summed one by one (as are its steps)
         direct = ~piece | (2 * nodes > np.left_shift(1, np.maximum(level_i, 0)))
         size_i = np.where(direct, np.where(piece, np.left_shift(1, np.maximum(level_i, 0)), size_i), nodes)
@@ -1029,7 +1068,7 @@ class AdamCoasting:
             node = ~one
             at = rule_at[item[node]] + within[node]
             b[node], w[node] = self._node_terms(
-                s[owner[node]], k[owner[node]], start_i[item[node]], table_x[at], table_w[at]
+                s[owner[node]], k[owner[node]], start_i[item[node]], table_x[at], table_w[at], kind_i[item[node]]
             )
         return owner, b, w
 
@@ -1048,7 +1087,7 @@ class AdamCoasting:
         return b, w
 
     def _node_terms(
-        self, s: np.ndarray, k: np.ndarray, start: np.ndarray, offset: np.ndarray, weight: np.ndarray
+        self, s: np.ndarray, k: np.ndarray, start: np.ndarray, offset: np.ndarray, weight: np.ndarray, kind: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(b, weight * w)`` at the pseudo-steps ``start + offset`` (global steps; ``start`` an int64 piece start).
 
@@ -1057,7 +1096,9 @@ class AdamCoasting:
         offset``: the powers split at the piece's start, ``d**(start - s) *
         d**offset`` (the first from the tables by step, exact; the second
         erring by ``|log d| ulp(offset)``, at most an epsilon on a piece), and
-        ``1 - beta**j = -expm1(j log beta)``, within two roundings for every ``j``.
+        ``1 - beta**j = -expm1(j log beta)``, within two roundings for every ``j``;
+        under a schedule, times the rate continued on the piece's segment of
+        ``kind`` (:func:`sparse_opt._analytic_rates.continued`).
         """
         i0 = start - s
         j = start.astype(np.float64) + offset
@@ -1068,6 +1109,8 @@ class AdamCoasting:
             b /= np.sqrt(_one_minus_power(self.beta2, j))
             if self.c != 1.0:
                 a *= self.c ** (k - i0).astype(np.float64) * np.power(self.c, -offset)
+            if self.rate.constant is None:
+                a *= analytic_rates.continued(self.rate.schedule, kind, start, offset)
         return b, a * weight
 
     def _flat_step(self, s: np.ndarray, x_max: np.ndarray) -> np.ndarray:
@@ -1087,7 +1130,14 @@ class AdamCoasting:
         return s + first.astype(np.int64)
 
     def _plan(
-        self, owner: np.ndarray, s: np.ndarray, first: np.ndarray, last: np.ndarray, x_max: np.ndarray
+        self,
+        owner: np.ndarray,
+        s: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+        x_max: np.ndarray,
+        zero: np.ndarray | None = None,
+        rate: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The items tiling the global steps ``first .. last`` of windows ``owner`` (from ``s``): ``(owner, start, size, level)``.
 
@@ -1096,31 +1146,46 @@ class AdamCoasting:
         piece lies at least its own length beyond step 0, where the bias
         corrections' poles are; they are at most ``2**cap`` long, ``cap`` the
         level of the window's part (:attr:`_caps`: where ``b x`` still counts,
-        and from :meth:`_flat_step` on). Within an octave ``[2**t, 2**(t+1))``
-        the level is at most ``min(cap, t - 1)``; each part of constant level
-        is tiled by the largest aligned pieces, ascending from its start to its
-        level, as many as fit at it, then descending to its end. Steps that no
-        piece of at least ``2**MIN_PIECE_LEVEL`` covers are runs summed one by
-        one (``level = -1``). Items come unordered (sort by owner and start).
+        and from :meth:`_flat_step` on; with a schedule's own ``rate`` of
+        change, ``|d log lr / dj|``, added to Adam's). Within an octave
+        ``[2**t, 2**(t+1))`` the level is at most ``min(cap, t - 1)``, and
+        where a window has a ``zero`` (``> 0``: the end of a cosine, where the
+        rate has a double zero) a piece also ends at least twice its length
+        before it: in ``[zero - 2**(t+1), zero - 2**t)`` the level is at most
+        ``t - 1``. Each part of constant level is tiled by the largest aligned
+        pieces, ascending from its start to its level, as many as fit at it,
+        then descending to its end. Steps that no piece of at least
+        ``2**MIN_PIECE_LEVEL`` covers are runs summed one by one (``level =
+        -1``). Items come unordered (sort by owner and start).
         """
+        if zero is None:
+            zero, rate = np.zeros(owner.size, dtype=np.int64), np.zeros(owner.size)
         flat = self._flat_step(s, x_max)
         # the parts of constant cap: where b x counts, and the flat rest
-        seg_owner = np.concatenate([owner, owner])
+        seg_owner, seg_zero = np.concatenate([owner, owner]), np.concatenate([zero, zero])
         seg_lo = np.concatenate([first, np.maximum(first, flat)])
         seg_hi = np.concatenate([np.minimum(last, flat - 1), last]) + 1  # exclusive
-        seg_cap = np.repeat(np.array(self._caps, dtype=np.int64), owner.size)
+        l1, l2 = self._rates
+        seg_cap = np.concatenate([_level_caps(l1 + l2 + rate), _level_caps(l1 + rate)])
         keep = seg_lo < seg_hi
-        seg_owner, seg_lo, seg_hi, seg_cap = seg_owner[keep], seg_lo[keep], seg_hi[keep], seg_cap[keep]
-        # cut at the octaves below 2**(cap + 1), where the level is held to t - 1
+        seg_owner, seg_zero, seg_lo, seg_hi, seg_cap = (a[keep] for a in (seg_owner, seg_zero, seg_lo, seg_hi, seg_cap))
+        # cut at the octaves 2**t below 2**(cap + 1), where the level is held to t - 1, and as many before a zero
         top = int(seg_cap.max()) + 1 if seg_cap.size else 0
-        octaves = np.left_shift(1, np.arange(MIN_PIECE_LEVEL + 1, max(top, MIN_PIECE_LEVEL) + 1, dtype=np.int64))
-        cut = (seg_lo[:, None] < octaves) & (octaves < seg_hi[:, None]) & (octaves <= np.left_shift(1, seg_cap + 1)[:, None])
-        bounds = np.column_stack([seg_lo, np.where(cut, octaves, 0), seg_hi])
-        marks = np.column_stack([np.ones(seg_lo.size, dtype=bool), cut, np.ones(seg_lo.size, dtype=bool)])
+        powers = np.left_shift(1, np.arange(MIN_PIECE_LEVEL + 1, max(top, MIN_PIECE_LEVEL) + 1, dtype=np.int64))
+        mirror = np.where(seg_zero[:, None] > 0, seg_zero[:, None] - powers, 0)
+        points = np.concatenate([np.broadcast_to(powers, mirror.shape), mirror], axis=1)
+        reach = np.tile(powers, 2)[None, :] <= np.left_shift(1, seg_cap + 1)[:, None]
+        cut = (seg_lo[:, None] < points) & (points < seg_hi[:, None]) & reach
+        points = np.sort(np.where(cut, points, np.iinfo(np.int64).max), axis=1)
+        bounds = np.column_stack([seg_lo, points, seg_hi])
+        ends = np.ones((seg_lo.size, 1), dtype=bool)
+        marks = np.column_stack([ends, points < np.iinfo(np.int64).max, ends])
         points, row = bounds[marks], np.nonzero(marks)[0]
-        pair = row[1:] == row[:-1]
+        pair = (row[1:] == row[:-1]) & (points[:-1] < points[1:])
         lo, hi, part = points[:-1][pair], points[1:][pair], row[:-1][pair]
         level = np.minimum(seg_cap[part], _floor_log2(lo) - 1)
+        before = seg_zero[part] > 0  # a piece ends at least twice its length before the zero
+        level[before] = np.minimum(level[before], _floor_log2(np.maximum(seg_zero[part][before] - hi[before], 1)) - 1)
         o = seg_owner[part]
         piece = level >= MIN_PIECE_LEVEL
         unit = 1 << MIN_PIECE_LEVEL
@@ -1151,7 +1216,7 @@ class AdamCoasting:
         used = out[2] > 0
         return tuple(a[used] for a in out)
 
-    def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray, kind: np.ndarray) -> np.ndarray:
         """Gauss nodes each piece (``2**level`` steps from global step ``start``) needs, its error below ``tol / 8``.
 
         The piece's terms ``G(j) = A(j) / (B(j) x + eps)`` (``A = c**(T-j)
@@ -1172,10 +1237,13 @@ class AdamCoasting:
 
         So ``|G| <= M`` there with ``M / min G = R_A R_B / cos(psi / 2)``,
         uniformly in ``x >= 0`` (in a flat piece, where every term is ``A /
-        eps``, ``R_A`` alone), and the ``m``-point rule errs by at most ``4 (M /
-        min G) rho**(1 - 2m) / (rho - 1)`` of the piece's sum
-        (:mod:`sparse_opt._discrete_gauss`). The best of a few ``sigma`` is
-        taken (``C - a > 0`` and ``psi < pi`` required); 0 where none applies.
+        eps``, ``R_A`` alone), times, under a schedule, the rate's own ``sup
+        |lr(z)| / min lr(j)`` on the piece's segment of ``kind``
+        (:func:`sparse_opt._analytic_rates.growth`), and the ``m``-point rule
+        errs by at most ``4 (M / min G) rho**(1 - 2m) / (rho - 1)`` of the
+        piece's sum (:mod:`sparse_opt._discrete_gauss`). The best of a few
+        ``sigma`` is taken (``C - a > 0`` and ``psi < pi`` required); 0 where
+        none applies.
         """
         n = np.ldexp(1.0, level)[:, None]
         h = (n - 1.0) / 2
@@ -1197,6 +1265,8 @@ class AdamCoasting:
                 shaped = bound * np.maximum(ratio, 1.0) / np.cos(psi / 2)
                 bound = np.where(flat[:, None], bound, np.where(psi < np.pi, shaped, np.inf))
             bound = np.where(left > 0, bound, np.inf)
+            if self.rate.constant is None:
+                bound *= analytic_rates.growth(self.rate.schedule, kind[:, None], start[:, None], n, centre, major, minor)
             terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
         best = np.nan_to_num(np.ceil(terms).min(axis=1), nan=np.inf, posinf=np.inf)
         return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)
@@ -1219,6 +1289,8 @@ class AdamCoasting:
         """
         if not steps.size:
             return np.zeros(0)
+        if not self.weight_decay:
+            return self.rate.at_steps(steps)
         low = int(steps.min())
         rates = self.rate.over(low, int(steps.max()) + 1)[steps - low]
         if not self.weight_decay:
@@ -1496,13 +1568,12 @@ def _table(key: tuple, fill: Callable[[np.ndarray], np.ndarray], n: np.ndarray) 
     return out
 
 
-def _level_cap(rate: float) -> int:
-    """The largest ``level`` with ``2**level * rate <= 1`` (62 for a zero rate, -1 for an infinite one)."""
-    if rate == 0.0:
-        return 62
-    if not math.isfinite(rate) or rate > 1.0:
-        return -1
-    return min(62, math.floor(-math.log2(rate)))
+def _level_caps(rate: np.ndarray | float) -> np.ndarray:
+    """The largest ``level`` with ``2**level * rate <= 1`` for each rate (62 for a zero rate, -1 for an infinite one)."""
+    rate = np.asarray(rate, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        level = np.floor(-np.log2(rate))
+    return np.clip(np.nan_to_num(level, nan=-1.0, posinf=62.0, neginf=-1.0), -1, 62).astype(np.int64)
 
 
 def _pieces_of(chosen: np.ndarray, owner: np.ndarray, start: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, ...]:

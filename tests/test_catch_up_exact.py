@@ -549,9 +549,9 @@ def test_long_windows_are_summed_through_gauss_rules_on_pieces_exactly(case, mon
     nodes = []
     original = AdamCoasting._node_terms
 
-    def spy(self, s, k, start, offset, weight):
-        nodes.append(offset.size)
-        return original(self, s, k, start, offset, weight)
+    def spy(self, *args):
+        nodes.append(args[3].size)
+        return original(self, *args)
 
     monkeypatch.setattr(AdamCoasting, "_node_terms", spy)
     errors = long_error_in_eps(*case)
@@ -561,17 +561,95 @@ def test_long_windows_are_summed_through_gauss_rules_on_pieces_exactly(case, mon
     assert err_p <= QUADRATURE_BOUND_EPS and err_m <= 2.0 and err_v <= 2.0, (err_p, err_m, err_v)
 
 
+def exact_dense_scheduled_long(p, m, v, s, k, schedule, beta1, beta2, eps):
+    """:func:`exact_dense_long` under ``schedule`` without weight decay: ``(p, scale)``.
+
+    Each dormant step at its own rate (the float64 ``schedule(t)``, as torch's LambdaLR gives it); the reference
+    stops where the rest of the coasting is below ``STOP`` of what is there, bounded with the schedule's peak rate
+    (``peak |m_i| beta1 / ((1 - beta1)(1 - beta1**(i+1)) eps)``), so that windows of 10**5 steps and more can be
+    checked.
+    """
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.prec = 200
+    f = mp.mpf
+    p, m, v, b2, eps = (f(float(x)) for x in (p, m, v, beta2, eps))
+    b1 = 1 - f(1.0 - beta1)  # torch's lerp (dormant_factors)
+    peak = f(so.schedules.peak(schedule))
+    scale_terms = f(0)
+    for i in range(1, k + 1):
+        m, v = b1 * m, b2 * v
+        bc1, bc2_sqrt = 1.0 - beta1 ** (s + i), math.sqrt(1.0 - beta2 ** (s + i))  # as torch computes them
+        step = f(schedule(s + i)) * (m / f(bc1)) / (mp.sqrt(v) / f(bc2_sqrt) + eps)
+        p -= step
+        scale_terms += abs(step)
+        if i % 32 == 0:
+            rest = peak * abs(m) * b1 / ((1 - b1) * f(1.0 - beta1 ** (s + i + 1)) * eps)
+            if rest <= STOP * (abs(p) + scale_terms):
+                break
+    return p, scale_terms
+
+
+SCHEDULED_QUADRATURE_CASES = [
+    # (schedule, m, v, s, k, beta1, beta2, eps): windows of 4 * 10**4 to 3.7 * 10**5 steps that cross the schedule's
+    # breaks: a warm-up's end, a cosine's end at final_lr 0 (its double zero), a rising cosine, the periods of a step
+    # decay (of 3000 steps, and of 7: too short for pieces), an exponential decay; b x above, near and below eps
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 3e-7, 1e-12, 20, 10**6, 0.999, 0.999, 1e-8),
+    (so.schedules.warmup_cosine(0.02, 50, 60_000, 0.0), -2e-9, 4e-18, 30_000, 80_000, 0.999, 0.9999, 1e-8),
+    (so.schedules.warmup_cosine(1e-3, 10, 50_000, 5e-3), 1e-3, 1e-6, 3, 60_000, 0.999, 0.99, 1e-8),
+    (so.schedules.step_decay(0.01, 3000, 0.5), 2e-9, 4e-18, 2500, 50_000, 0.999, 0.9, 1e-12),
+    (so.schedules.step_decay(0.01, 7, 0.99), 1e-5, 1e-10, 100, 5000, 0.99, 0.999, 1e-8),
+    (so.schedules.exponential(0.01, 0.9995), -1e-4, 1e-8, 7, 10**5, 0.999, 0.9999, 1e-8),
+    (so.schedules.linear_warmup(0.05, 20_000), 5e-11, 1e-20, 10, 10**5, 0.999, 0.999, 1e-8),
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 1e-3, 1e-6, 20, 400_000, 0.9999, 0.9999, 1e-8),
+]
+
+
+@pytest.mark.parametrize("case", SCHEDULED_QUADRATURE_CASES)
+def test_long_windows_under_a_schedule_are_summed_through_gauss_rules_exactly(case, monkeypatch):
+    """Each piece within one segment of the schedule, its rate continued to the Gauss rule's pseudo-steps and its
+    growth on the ellipse in the bound (sparse_opt._analytic_rates): float64 rounding of the exact recurrence."""
+    schedule, m, v, s, k, beta1, beta2, eps = case
+    nodes = []
+    original = AdamCoasting._node_terms
+
+    def spy(self, *args):
+        nodes.append(args[3].size)
+        return original(self, *args)
+
+    monkeypatch.setattr(AdamCoasting, "_node_terms", spy)
+    cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=eps, mode="dense_equivalent")
+    got, _, _ = caught_up(1.0, m, v, s, k, cfg)
+    ref, terms = exact_dense_scheduled_long(1.0, m, v, s, k, schedule, beta1, beta2, eps)
+    err = float(abs(mpmath.mpf(got) - ref) / ((1 + terms) * EPS64))
+    # periods shorter than the least piece are summed step by step
+    short = isinstance(schedule, so.schedules.StepDecay) and schedule.step_size < 2**_adam_coasting.MIN_PIECE_LEVEL
+    assert bool(nodes) != short, "the window was not summed through pieces" if not short else nodes
+    assert err <= QUADRATURE_BOUND_EPS, err
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("beta1", "beta2", "wd"), [(0.9999, 0.999, 0.0), (0.9999, 0.9999, 0.01), (0.99999, 0.9, 0.0)])
-def test_the_terms_a_catch_up_evaluates_do_not_grow_with_the_gap(beta1, beta2, wd, dtype, monkeypatch):
+@pytest.mark.parametrize(
+    ("beta1", "beta2", "wd", "lr"),
+    [
+        (0.9999, 0.999, 0.0, 1e-3),
+        (0.9999, 0.9999, 0.01, 1e-3),
+        (0.99999, 0.9, 0.0, 1e-3),
+        (0.9999, 0.9999, 0.0, so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)),
+        (0.9999, 0.999, 0.0, so.schedules.exponential(1e-3, 0.99999)),
+        (0.9999, 0.999, 0.0, so.schedules.step_decay(1e-3, 100_000, 0.5)),
+    ],
+)
+def test_the_terms_a_catch_up_evaluates_do_not_grow_with_the_gap(beta1, beta2, wd, lr, dtype, monkeypatch):
     """The cost of a catch-up, counted as the terms it evaluates (steps one by one and pseudo-steps of the Gauss
     rules), after 10**4, 10**6 and 2**40 dormant steps: a few thousand at most in float64 whatever the gap (the
-    window alone is 3.7 * 10**5 steps for beta1 = 0.9999 and 3.7 * 10**6 for 0.99999)."""
+    window alone is 3.7 * 10**5 steps for beta1 = 0.9999 and 3.7 * 10**6 for 0.99999), at a constant rate and under
+    built-in schedules (a warm-up and a cosine over 2 * 10**6 steps, an exponential, and a step decay whose periods
+    each add about 200 terms: O(window / step_size), here 4 periods; 40,000 terms for 185 periods of 2000 steps)."""
     counted = []
     step_terms, node_terms = AdamCoasting._step_terms, AdamCoasting._node_terms
     monkeypatch.setattr(AdamCoasting, "_step_terms", lambda self, s, k, c, o, i: counted.append(i.size) or step_terms(self, s, k, c, o, i))
     monkeypatch.setattr(AdamCoasting, "_node_terms", lambda self, *a: counted.append(a[3].size) or node_terms(self, *a))
-    cfg = so.SparseAdamConfig(lr=1e-3, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=wd, mode="dense_equivalent")
+    cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=wd, mode="dense_equivalent")
     rng = np.random.default_rng(0)
     x = (10.0 ** rng.uniform(-12, 0, (64, 8))).astype(dtype)
     terms = {}
@@ -597,6 +675,8 @@ def test_the_terms_a_catch_up_evaluates_do_not_grow_with_the_gap(beta1, beta2, w
             st.integers(1, 6000),  # first dormant step summed, after s
             st.integers(0, 200_000),  # steps summed after the first
             st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 1.0]),  # x_max
+            st.one_of(st.just(-1), st.integers(0, 64), st.integers(0, 300_000)),  # the zero's distance after the last step (-1: none)
+            st.sampled_from([0.0, 1e-5, 1e-3, 0.1]),  # a schedule's own rate of change
         ),
         min_size=1,
         max_size=6,
@@ -605,16 +685,20 @@ def test_the_terms_a_catch_up_evaluates_do_not_grow_with_the_gap(beta1, beta2, w
 def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, windows):
     """What the quadrature's bound relies on (AdamCoasting._plan): the items of a window tile its steps exactly, in
     order; every piece of 2**l steps starts at a multiple q 2**l with q >= 2, is at least 2**MIN_PIECE_LEVEL and at
-    most 2**cap long (cap of the part it lies in: before or from the window's first flat step), and does not cross
-    that step."""
+    most 2**cap long (cap of the part it lies in: before or from the window's first flat step, with the schedule's
+    rate added to Adam's), does not cross that step, and ends at least twice its length before the window's zero (a
+    cosine's end, where the rate has a double zero)."""
     beta1, beta2, wd = hyper_
     coasting = AdamCoasting(1e-3, beta1, beta2, 1e-8, wd, np.float64)
     s = np.array([w[0] for w in windows], dtype=np.int64)
     first = s + np.array([w[1] for w in windows])
     last = first + np.array([w[2] for w in windows])
     x_max = np.array([w[3] for w in windows])
-    owner, start, size, level = coasting._plan(np.arange(s.size), s, first, last, x_max)
+    zero = np.array([0 if w[4] < 0 else int(last[i]) + 1 + w[4] for i, w in enumerate(windows)], dtype=np.int64)
+    rate = np.array([w[5] for w in windows])
+    owner, start, size, level = coasting._plan(np.arange(s.size), s, first, last, x_max, zero, rate)
     flat = coasting._flat_step(s, x_max)
+    l1, l2 = coasting._rates
     order = np.lexsort((start, owner))
     owner, start, size, level = owner[order], start[order], size[order], level[order]
     for w in range(s.size):
@@ -625,7 +709,8 @@ def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, wi
         for a, n, lv in zip(start[mine].tolist(), size[mine].tolist(), level[mine].tolist()):
             if lv < 0:
                 continue
-            cap = coasting._caps[0] if a < flat[w] else coasting._caps[1]
+            cap = math.floor(-math.log2((l1 + l2 if a < flat[w] else l1) + rate[w]))
             assert n == 2**lv and a % n == 0 and a >= 2 * n, (a, n)
             assert _adam_coasting.MIN_PIECE_LEVEL <= lv <= cap, (lv, cap)
             assert a + n <= flat[w] or a >= flat[w]
+            assert zero[w] == 0 or a + 3 * n <= zero[w], (a, n, zero[w])
