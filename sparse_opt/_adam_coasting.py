@@ -1059,12 +1059,16 @@ class AdamCoasting:
         i = start_i[item[one]] + within[one] - s[owner[one]]
         b[one], w[one] = self._step_terms(s, k, count, owner[one], i)
         if not one.all():
-            keys = sorted({(int(p), int(m)) for p, m in zip(level_i[~direct], nodes[~direct])})
+            # the rules the pieces use, each once, laid end to end: a piece's nodes start at its rule's offset
+            ruled = np.flatnonzero(~direct)
+            codes, rule_of = np.unique(level_i[ruled] * (1 << 32) + nodes[ruled], return_inverse=True)
+            keys = [(int(c >> 32), int(c & 0xFFFFFFFF)) for c in codes]
             found = gauss_rules(keys)
             table_x = np.concatenate([found[key][0] for key in keys])
             table_w = np.concatenate([found[key][1] for key in keys])
-            offset = dict(zip(keys, np.cumsum([0] + [m for _, m in keys])[:-1].tolist()))
-            rule_at = np.array([offset.get((int(p), int(m)), 0) for p, m in zip(level_i, nodes)], dtype=np.int64)
+            sizes = codes & 0xFFFFFFFF
+            rule_at = np.zeros(level_i.size, dtype=np.int64)
+            rule_at[ruled] = (np.cumsum(sizes) - sizes)[rule_of.reshape(-1)]
             node = ~one
             at = rule_at[item[node]] + within[node]
             b[node], w[node] = self._node_terms(
@@ -1166,7 +1170,7 @@ class AdamCoasting:
         seg_lo = np.concatenate([first, np.maximum(first, flat)])
         seg_hi = np.concatenate([np.minimum(last, flat - 1), last]) + 1  # exclusive
         l1, l2 = self._rates
-        seg_cap = np.concatenate([_level_caps(l1 + l2 + rate), _level_caps(l1 + rate)])
+        seg_cap = _level_caps(np.concatenate([l1 + l2 + rate, l1 + rate]))
         keep = seg_lo < seg_hi
         seg_owner, seg_zero, seg_lo, seg_hi, seg_cap = (a[keep] for a in (seg_owner, seg_zero, seg_lo, seg_hi, seg_cap))
         # cut at the octaves 2**t below 2**(cap + 1), where the level is held to t - 1, and as many before a zero
@@ -1268,7 +1272,7 @@ class AdamCoasting:
             if self.rate.constant is None:
                 bound *= analytic_rates.growth(self.rate.schedule, kind[:, None], start[:, None], n, centre, major, minor)
             terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
-        best = np.nan_to_num(np.ceil(terms).min(axis=1), nan=np.inf, posinf=np.inf)
+        best = np.fmin.reduce(np.ceil(terms), axis=1)  # the best sigma; NaN only where none applies
         return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)
 
     def _decay(self, start: int, stop: int) -> float:
@@ -1569,11 +1573,12 @@ def _table(key: tuple, fill: Callable[[np.ndarray], np.ndarray], n: np.ndarray) 
 
 
 def _level_caps(rate: np.ndarray | float) -> np.ndarray:
-    """The largest ``level`` with ``2**level * rate <= 1`` for each rate (62 for a zero rate, -1 for an infinite one)."""
+    """The largest ``level`` with ``2**level * rate <= 1`` for each rate ``>= 0`` (62 for 0, -1 for inf), int64."""
     rate = np.asarray(rate, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        level = np.floor(-np.log2(rate))
-    return np.clip(np.nan_to_num(level, nan=-1.0, posinf=62.0, neginf=-1.0), -1, 62).astype(np.int64)
+    level = np.full(rate.shape, 62.0)
+    positive = rate > 0
+    level[positive] = np.clip(np.floor(-np.log2(rate[positive])), -1, 62)
+    return level.astype(np.int64)
 
 
 def _pieces_of(chosen: np.ndarray, owner: np.ndarray, start: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, ...]:
