@@ -338,9 +338,13 @@ def test_adamw_whose_decay_outpaces_beta1_sums_a_window_cut_from_the_end(monkeyp
     assert_close(lazy.params, dense.params, rtol=1e-12)
 
 
-def test_a_window_from_the_end_too_long_for_the_blocks_is_replayed(monkeypatch):
-    """c == beta1 (lr * wd = 1 - beta1): every step of a gap weighs the same; past MAX_REVERSE_WINDOW, replayed."""
-    monkeypatch.setattr(_adam_coasting, "MAX_REVERSE_WINDOW", 64)
+def test_a_window_from_the_end_is_summed_however_long(monkeypatch):
+    """c == beta1 (lr * wd = 1 - beta1): every step of a gap weighs the same, and the window is the whole gap; it is
+    summed (by the blocks, long windows through Gauss rules on pieces), never replayed, and equals dense AdamW."""
+    monkeypatch.setattr(_adam_coasting, "QUADRATURE_FROM", 64)
+    nodes = []
+    node_terms = AdamCoasting._node_terms
+    monkeypatch.setattr(AdamCoasting, "_node_terms", lambda self, *a: nodes.append(a[3].size) or node_terms(self, *a))
     replays = []
     original = AdamCoasting._replay
 
@@ -353,7 +357,8 @@ def test_a_window_from_the_end_too_long_for_the_blocks_is_replayed(monkeypatch):
     short = [([0, 1], [0.3, -0.5])] + [([], [])] * 40 + [([1], [0.1])] + [([], [])] * 300
     lazy, dense = run_adam_pair(short, 2, config)
     lazy.catch_up()
-    assert replays == [2]  # row 1's 40 dormant steps by the blocks; at the end 340 and 300, both replayed
+    assert replays == []  # row 1's 40 dormant steps one by one; at the end 340 and 300, through pieces
+    assert nodes
     assert_close(lazy.params, dense.params, rtol=1e-12)
 
 
