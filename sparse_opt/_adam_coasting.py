@@ -195,10 +195,20 @@ is then the constant rate's plus about 200 terms per break in the window: a
 few thousand for a warm-up and cosine, O(window / step_size) for a
 :func:`~sparse_opt.schedules.step_decay` (40,000 terms for its 185 periods of
 2000 steps in a window of 370,000; periods shorter than ``2**MIN_PIECE_LEVEL``
-are summed step by step). An arbitrary callable, or a schedule with weight
-decay (whose steps' decay factors have no closed-form product to continue),
-sums its window step by step: O(window) terms, and the rates of the summed
-steps evaluated once per catch-up. With ``weight_decay > 0`` the catch-up also
+are summed step by step). With weight decay the terms also carry the decay
+after their step, ``prod_{j' > j} c_j'``, a product of rounded factors that
+continues to real steps only where the factor is one value: a built-in
+schedule's float32 factors (``lr * weight_decay = 1e-5`` spans 168 float32
+values below 1) come in runs of one value, found once per schedule
+(:meth:`~sparse_opt._rates.LearningRate.runs`), so the window is cut at the
+runs' starts too, and on a piece the decay after ``j`` is its run's factor
+to the power ``-(j - start)`` times the decay after its start (its growth on
+the ellipse, ``c_low**-(a + h)``, in the bound, ``|log c_low|`` in the
+pieces' length); every decay product is then one power per run
+(:meth:`~sparse_opt._rates.LearningRate.decay`). Float64 factors take too many
+values for runs, and an arbitrary callable has no continuation: their windows
+are summed step by step, O(window) terms, with the rates of the summed steps
+evaluated once per catch-up. Otherwise, with ``weight_decay > 0`` the catch-up also
 takes the product of the decay factors
 of the steps beyond the window, as the parameter's own decay
 (:meth:`~sparse_opt._rates.LearningRate.decay`): the products are taken from
@@ -332,11 +342,6 @@ class AdamCoasting:
         l1 = abs(math.log(self.decay1) - math.log(self.c)) if self.decay1 > 0 and self.c > 0 else math.inf
         l2 = -math.log(self.decay2) / 2 if self.decay2 > 0 else math.inf
         self._rates = (l1, l2)
-        #: Whether long windows are summed through Gauss rules: at a constant rate, or under a built-in schedule
-        #: without weight decay (whose rates continue to real steps; the decays of a schedule's steps do not).
-        self.quadrature = self.rate.constant is not None or (
-            analytic_rates.supports(self.rate.schedule) and not weight_decay
-        )
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
         self._rho_powers = self._rho_power(np.arange(max(self.window, 1), dtype=np.float64)) if self.window else None
@@ -1007,12 +1012,12 @@ class AdamCoasting:
         (:func:`sparse_opt._analytic_rates.segments`), where the rate is one
         analytic function of the step.
         """
-        quad = count >= QUADRATURE_FROM if self.quadrature else np.zeros(s.size, dtype=bool)
+        quad = count >= QUADRATURE_FROM if self._by_rules() else np.zeros(s.size, dtype=bool)
         if not quad.any():
             owner = np.repeat(np.arange(s.size), count)
             first = np.cumsum(count) - count
             i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
-            return owner, *self._step_terms(s, k, count, owner, i)
+            return owner, *self._step_terms(s, k, owner, i)
         # items: runs of steps summed one by one (level -1) and pieces of 2**level steps, window by window, each
         # piece within one segment of the schedule (the whole window at a constant rate)
         first, last = s + skip + 1, s + skip + count
@@ -1020,11 +1025,14 @@ class AdamCoasting:
         if self.rate.constant is not None:
             seg_window, seg_lo, seg_hi = windows, first[quad], last[quad]
             seg_kind, seg_zero, seg_rate = np.zeros(windows.size, dtype=np.int64), None, None
-        else:
+        else:  # cut where the rate's formula changes, and where the decay factor does (runs of one factor)
+            runs = self.rate.runs(self.dtype)
             part, seg_lo, seg_hi, seg_kind, seg_zero, seg_rate = analytic_rates.segments(
-                self.rate.schedule, first[quad], last[quad]
+                self.rate.schedule, first[quad], last[quad], None if runs is None else runs[0]
             )
             seg_window = windows[part]
+            if runs is not None:  # the decays after a step change by a factor of at least c_low a step
+                seg_rate = seg_rate - math.log(self._c_low)
         seg, start_p, size_p, level_p = self._plan(
             np.arange(seg_window.size), s[seg_window], seg_lo, seg_hi, x_max[seg_window], seg_zero, seg_rate
         )
@@ -1052,7 +1060,7 @@ class AdamCoasting:
         b, w = np.empty(owner.size), np.empty(owner.size)
         one = direct[item]
         i = start_i[item[one]] + within[one] - s[owner[one]]
-        b[one], w[one] = self._step_terms(s, k, count, owner[one], i)
+        b[one], w[one] = self._step_terms(s, k, owner[one], i)
         if not one.all():
             # the rules the pieces use, each once, laid end to end: a piece's nodes start at its rule's offset
             ruled = np.flatnonzero(~direct)
@@ -1071,16 +1079,37 @@ class AdamCoasting:
             )
         return owner, b, w
 
-    def _step_terms(
-        self, s: np.ndarray, k: np.ndarray, count: np.ndarray, owner: np.ndarray, i: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _by_rules(self) -> bool:
+        """Whether long windows are summed through Gauss rules (:meth:`_window_terms`).
+
+        At a constant rate; under a built-in schedule whose rates continue to
+        real steps (:mod:`sparse_opt._analytic_rates`), without weight decay or
+        with decay factors that come in runs of one value
+        (:meth:`~sparse_opt._rates.LearningRate.runs`), on each of which the
+        decay after a step is a power of that factor.
+        """
+        if self.rate.constant is not None:
+            return True
+        if not analytic_rates.supports(self.rate.schedule):
+            return False
+        return not self.weight_decay or self.rate.runs(self.dtype) is not None
+
+    def _decays_after(self, steps: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """``prod_{j=step+1}^{end} c_j`` for each step and its window's end (:meth:`LearningRate.decay`, per end)."""
+        out = np.empty(steps.shape)
+        for end in np.unique(ends).tolist():
+            mine = ends == end
+            out[mine] = self.rate.decay(steps[mine], end, self.dtype)
+        return out
+
+    def _step_terms(self, s: np.ndarray, k: np.ndarray, owner: np.ndarray, i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(b_i, w_i)`` of the dormant steps ``i`` (int64, from 1) of windows ``owner``, one by one."""
         steps = s[owner] + i
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             a = self._powers(self.decay1, 1.0, i) / self._bias_correction(self.beta1, steps)
             b = self._powers(self.decay2, 0.5, i) / self._bias_correction(self.beta2, steps, root=True)
             if self.rate.constant is None:  # each step's own rate, and the decays of the steps after it
-                w = a * self._scheduled_weights(s, k, count, steps)
+                w = a * self._scheduled_weights(s, k, owner, steps)
             else:
                 w = a if self.c == 1.0 else self.c ** (k[owner] - i).astype(np.float64) * a
         return b, w
@@ -1110,6 +1139,8 @@ class AdamCoasting:
                 a *= self.c ** (k - i0).astype(np.float64) * np.power(self.c, -offset)
             if self.rate.constant is None:
                 a *= analytic_rates.continued(self.rate.schedule, kind, start, offset)
+                if self.weight_decay:  # within a run of one factor c: the decay after j is c**-(j - start) that after start
+                    a *= self._decays_after(start, s + k) * np.power(self.rate.run_of(start, self.dtype), -offset)
         return b, a * weight
 
     def _flat_step(self, s: np.ndarray, x_max: np.ndarray) -> np.ndarray:
@@ -1266,6 +1297,8 @@ class AdamCoasting:
             bound = np.where(left > 0, bound, np.inf)
             if self.rate.constant is None:
                 bound *= analytic_rates.growth(self.rate.schedule, kind[:, None], start[:, None], n, centre, major, minor)
+                if self.weight_decay:  # the decay after j, c**-(j - start) on the piece's run, c >= c_low
+                    bound *= np.exp(-math.log(self._c_low) * (major + h))
             terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
         best = np.fmin.reduce(np.ceil(terms), axis=1)  # the best sigma; NaN only where none applies
         return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)
@@ -1276,34 +1309,23 @@ class AdamCoasting:
             return self.c ** (stop - start)
         return float(self.rate.decay(np.array([start]), stop, self.dtype)[0])
 
-    def _scheduled_weights(self, s: np.ndarray, k: np.ndarray, count: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        """``lr_j prod_{j' = j+1}^{s+k} c_j'`` for the summed steps ``j`` (``steps``, ``count[o]`` of window ``o`` in turn).
+    def _scheduled_weights(self, s: np.ndarray, k: np.ndarray, owner: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """``lr_j prod_{j' = j+1}^{s+k} c_j'`` for the summed steps ``j`` (``steps``, of windows ``owner``).
 
         The rate of each dormant step, and the decoupled decay dense AdamW
         applies to its coasting on the steps after it through the window's end
-        ``s + k`` (the factors rounded as :meth:`LearningRate.decay` rounds
-        them, multiplied from the last step back): O(1) per summed step, plus
-        the decay of the steps beyond the summed ones (none without weight
-        decay; :meth:`LearningRate.decay` for its cost).
+        ``s + k`` (:meth:`LearningRate.decay`, one call per distinct end: every
+        window of a catch-up ends at its step, or at the latest last step of
+        its rows): the rates of the summed steps alone, and the decays' cost
+        (by runs of one factor where the dtype's factors allow, else one pass
+        from the earliest summed step).
         """
         if not steps.size:
             return np.zeros(0)
-        if not self.weight_decay:
-            return self.rate.at_steps(steps)
-        low = int(steps.min())
-        rates = self.rate.over(low, int(steps.max()) + 1)[steps - low]
+        rates = self.rate.at_steps(steps)
         if not self.weight_decay:
             return rates
-        factors = (1.0 - rates * self.weight_decay).astype(self.dtype).astype(np.float64)
-        after = np.empty(steps.size)
-        end = np.cumsum(count)
-        for o in np.flatnonzero(count).tolist():
-            lo, hi = int(end[o] - count[o]), int(end[o])
-            rest = self._decay(int(s[o] + count[o]), int(s[o] + k[o]))
-            backwards = np.multiply.accumulate(factors[hi - 1 : lo : -1])  # c_hi-1, c_hi-1 c_hi-2, ...
-            after[hi - 1] = rest
-            after[lo : hi - 1] = backwards[::-1] * rest
-        return rates * after
+        return rates * self._decays_after(steps, (s + k)[owner])
 
     def _bias_correction(self, beta: float, steps: np.ndarray, root: bool = False) -> np.ndarray:
         """``1 - beta**j`` (or its square root) for the int64 steps ``j >= 1``, as torch computes it.

@@ -119,7 +119,9 @@ def _kind(schedule: object, lo: np.ndarray) -> np.ndarray:
     return kind
 
 
-def segments(schedule: object, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, ...]:
+def segments(
+    schedule: object, first: np.ndarray, last: np.ndarray, extra: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """The windows of steps ``first .. last`` (int64, inclusive, ``first <= last``) cut where the rate's formula changes.
 
     Returns, per segment (window by window, in order): ``(window, lo, hi,
@@ -127,9 +129,17 @@ def segments(schedule: object, first: np.ndarray, last: np.ndarray) -> tuple[np.
     (inclusive), its kind, the step its pieces keep their distance from
     (``T`` of a cosine, else 0) and ``|d log lr / dj|`` away from that zero
     (``|log gamma|`` for an exponential, else 0), which bounds the pieces'
-    length as Adam's own rates do.
+    length as Adam's own rates do. ``extra`` (sorted steps) adds breaks of
+    the caller's own: the starts of runs of one decay factor.
     """
     window, step = _breaks(schedule, first, last)
+    if extra is not None and extra.size:
+        lo_at = np.searchsorted(extra, first, side="right")  # the extra breaks inside (first, last]
+        count = np.searchsorted(extra, last, side="right") - lo_at
+        more = np.repeat(np.arange(first.size), count)
+        at = lo_at[more] + np.arange(more.size, dtype=np.int64) - (np.cumsum(count) - count)[more]
+        keys = np.unique(np.stack([np.concatenate([window, more]), np.concatenate([step, extra[at]])]), axis=1)
+        window, step = keys[0], keys[1]
     cuts = np.bincount(window, minlength=first.size)
     owner = np.repeat(np.arange(first.size), cuts + 1)
     lo = np.empty(owner.size, dtype=np.int64)

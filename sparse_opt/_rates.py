@@ -26,15 +26,19 @@ the same function.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
 
+from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._validation import check_decoupled_decay
 
 #: Steps whose rates a decay product asks for at once (bounded temporaries over long gaps).
 DECAY_BLOCK = 1 << 16
+#: Most runs of one decay factor a schedule is kept as (:meth:`LearningRate.runs`); beyond, products go step by step.
+MAX_RUNS = 1 << 12
 
 
 class LearningRate:
@@ -109,6 +113,34 @@ class LearningRate:
             self._peak_through = through
         return self._peak
 
+    def run_of(self, steps: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The decay factor of the run of each step (:meth:`runs`, which must not be None)."""
+        starts, factors = self.runs(dtype)  # type: ignore[misc]
+        return factors[np.searchsorted(starts, steps, side="right") - 1]
+
+    def runs(self, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every step of a built-in schedule as runs of one decay factor: ``(starts, factors)``, or None.
+
+        Run ``r`` is the steps ``starts[r] .. starts[r + 1] - 1`` (the last one
+        without end: the schedule has settled), on each of which the factor
+        ``dtype(1 - lr_j * weight_decay)`` is ``factors[r]``. Between its breaks
+        a built-in schedule is monotone (:mod:`sparse_opt._analytic_rates`), so
+        its rounded factor is too, and takes every value between its ends at
+        most once: a run starts at each break and at the first step of each
+        value, found by bisection on the steps (each factor computed as the
+        steps' own). There are few in float32 (``lr * weight_decay = 1e-5``
+        spans 168 float32 values below 1) and far too many in float64: None
+        when more than ``MAX_RUNS``, for any other callable, or without
+        weight decay. Computed once per schedule, weight decay and dtype in a
+        process (kept in a cache of 64; each at most ``MAX_RUNS`` steps and
+        factors, whatever the steps taken).
+        """
+        if not self.weight_decay or not analytic_rates.supports(self.schedule):
+            return None
+        if schedules.peak(self.schedule) * self.weight_decay > 1.0:  # a negative factor somewhere: refused step by step
+            return None
+        return _find_runs(self.schedule, self.weight_decay, np.dtype(dtype))
+
     def decay(self, last: np.ndarray, through: int, dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
         """``prod_{j=last+1}^{through} c_j`` for each entry of ``last`` (float64), ``c_j = dtype(1 - lr_j * wd)``.
 
@@ -120,9 +152,12 @@ class LearningRate:
         pass over the steps from the smallest ``last``, ``DECAY_BLOCK`` at a
         time, shared by every entry, and stopped once a product is 0. Where a
         built-in schedule has settled (:func:`~sparse_opt.schedules.constant_from`)
-        the factors of the settled steps are one power. O(gap) rate evaluations
-        per call for any other schedule; for the built-ins, O(the steps before
-        they settle).
+        the factors of the settled steps are one power. Where the dtype's
+        factors of a built-in schedule make few runs of one value
+        (:meth:`runs`: float32 and a small ``lr * weight_decay``), every
+        product is one power per run (:meth:`_decay_by_runs`): O(runs)
+        whatever the gap. Otherwise O(gap) rate evaluations per call for any
+        other schedule, and for the built-ins O(the steps before they settle).
         """
         last = np.asarray(last)
         if not self.weight_decay:
@@ -130,6 +165,9 @@ class LearningRate:
         if self.constant is not None:
             c = float(np.asarray(1.0 - self.constant * self.weight_decay, dtype=dtype))
             return c ** (through - last).astype(np.float64)
+        runs = self.runs(dtype)
+        if runs is not None:
+            return self._decay_by_runs(last, through, *runs)
         starts, inverse = np.unique(last, return_inverse=True)
         out = np.ones(starts.shape)
         first = starts + 1  # the first step of each product
@@ -153,6 +191,35 @@ class LearningRate:
             top, carry = lo - 1, float(chain[-1])
         return out[inverse].reshape(last.shape)
 
+    @staticmethod
+    def _decay_by_runs(last: np.ndarray, through: int, starts: np.ndarray, factors: np.ndarray) -> np.ndarray:
+        """:meth:`decay` from the runs of one factor (:meth:`runs`): one power per run, multiplied from ``through`` back.
+
+        With ``R(t)`` the run of step ``t``, the product over ``j + 1 ..
+        through`` is the power of ``R(j + 1)``'s factor for its steps up to its
+        end, times the whole runs after it, times the power of ``R(through)``'s
+        for its steps up to ``through``: each product a function of ``(j,
+        through)`` alone, as the step-by-step one. ``O(runs)`` per call
+        whatever the gaps; each power within an ulp, each product one rounding.
+        """
+        unique, inverse = np.unique(last, return_inverse=True)
+        out = np.ones(unique.shape)
+        live = unique < through
+        if live.any():
+            first = unique[live] + 1
+            r_first = np.searchsorted(starts, first, side="right") - 1
+            r_end = int(np.searchsorted(starts, through, side="right")) - 1
+            q = np.arange(int(r_first.min()), r_end + 1)
+            length = np.where(q < r_end, starts[np.minimum(q + 1, starts.size - 1)] - starts[q], through + 1 - starts[q])
+            tails = np.append(np.multiply.accumulate(_powers(factors[q], length)[::-1])[::-1], 1.0)  # runs q[i] ..
+            inner = r_first < r_end
+            out_live = _powers(np.full(first.size, factors[r_end]), through - unique[live])
+            if inner.any():
+                rf = r_first[inner]
+                out_live[inner] = _powers(factors[rf], starts[rf + 1] - first[inner]) * tails[rf + 1 - q[0]]
+            out[live] = out_live
+        return out[inverse].reshape(np.shape(last))
+
     def config_value(self) -> float | str:
         """What a state dict records for this rate (module docstring)."""
         if self.constant is not None and isinstance(self.schedule, schedules.Constant):
@@ -161,3 +228,45 @@ class LearningRate:
             return repr(self.schedule)
         return "callable"
 
+
+@functools.lru_cache(maxsize=64)
+def _find_runs(schedule: object, weight_decay: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """:meth:`LearningRate.runs` of a built-in ``schedule`` (cached: a schedule is a frozen, hashable value)."""
+    settled = schedules.constant_from(schedule)
+    if settled is None:
+        return None
+    _, lo, hi, _, _, _ = analytic_rates.segments(schedule, np.array([1]), np.array([max(settled[0], 1)]))
+    if lo.size > MAX_RUNS:
+        return None
+    key = np.dtype(f"i{dtype.itemsize}")  # the factors are >= 0: their bits order them as their values
+    first, last = (_factors(schedule, weight_decay, ends, dtype).astype(dtype).view(key).astype(np.int64) for ends in (lo, hi))
+    count = np.abs(last - first)  # the values each segment's factor moves through after its first
+    if lo.size + int(count.sum()) > MAX_RUNS:
+        return None
+    seg = np.repeat(np.arange(lo.size), count)
+    nth = np.arange(seg.size, dtype=np.int64) - (np.cumsum(count) - count)[seg] + 1
+    way = np.sign(last - first)[seg]
+    target = first[seg] + way * nth
+    # the first step of each segment whose factor reaches its target: bisection, reached(right) always
+    left, right = lo[seg], hi[seg]
+    while (right - left > 1).any():
+        mid = (left + right) // 2
+        reached = way * (_factors(schedule, weight_decay, mid, dtype).astype(dtype).view(key).astype(np.int64) - target) >= 0
+        right, left = np.where(reached, mid, right), np.where(reached, left, mid)
+    starts = np.unique(np.concatenate([lo, right]))
+    return starts, _factors(schedule, weight_decay, starts, dtype)
+
+
+def _factors(schedule: object, weight_decay: float, steps: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``dtype(1 - lr_j * weight_decay)`` of the int64 ``steps`` (checked rates), as float64."""
+    return (1.0 - schedules.values_at(schedule, steps) * weight_decay).astype(dtype).astype(np.float64)
+
+
+def _powers(base: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``base**n`` elementwise for ``0 <= base <= 1`` and int64 ``n >= 0``, as :func:`schedules._int_power` gives it."""
+    out = np.empty(n.shape)
+    small = n <= schedules._EXACT_INT
+    out[small] = np.asarray(schedules._vector_pow(base[small], n[small].astype(np.float64)), dtype=np.float64)
+    if not small.all():
+        out[~small] = np.asarray(schedules._vector_power(base[~small], n[~small].astype(object)), dtype=np.float64)
+    return out

@@ -55,17 +55,21 @@ windows = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(SCHEDULES), windows)
-def test_segments_tile_each_window_and_are_one_formula_each(schedule, spans):
-    """The segments of each window are contiguous, in order, cover it, and on each the continued rate at integer
-    steps is the schedule's own (within 4 ulps: numpy's sin against math.sin, gamma**offset against the power)."""
+@given(st.sampled_from(SCHEDULES), windows, st.lists(st.integers(1, 3_300_000), max_size=40))
+def test_segments_tile_each_window_and_are_one_formula_each(schedule, spans, extra):
+    """The segments of each window are contiguous, in order, cover it, start at each extra break inside it (the runs
+    of one decay factor), and on each the continued rate at integer steps is the schedule's own (within 4 ulps:
+    numpy's sin against math.sin, gamma**offset against the power)."""
     first = np.array([a for a, _ in spans], dtype=np.int64)
     last = first + np.array([n for _, n in spans], dtype=np.int64)
-    window, lo, hi, kind, zero, rate = ar.segments(schedule, first, last)
+    extra = np.unique(np.array(extra, dtype=np.int64))
+    window, lo, hi, kind, zero, rate = ar.segments(schedule, first, last, extra)
     for w in range(first.size):
         mine = window == w
         assert lo[mine][0] == first[w] and hi[mine][-1] == last[w]
         np.testing.assert_array_equal(lo[mine][1:], hi[mine][:-1] + 1)
+        inside = extra[(extra > first[w]) & (extra <= last[w])]
+        assert np.isin(inside, lo[mine]).all()
     assert (lo <= hi).all()
     assert ((zero > 0) == (kind == ar.COSINE)).all() and (zero[kind == ar.COSINE] > hi[kind == ar.COSINE]).all()
     rng = np.random.default_rng(len(spans))

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._rates import DECAY_BLOCK, LearningRate
 
@@ -91,3 +92,76 @@ def test_a_factor_of_zero_makes_every_earlier_product_zero():
     got = rate.decay(np.array([0, 29, 30, 31]), 40)
     assert got[0] == got[1] == 0.0
     assert got[2] == got[3] * 0.5 == 0.5**10
+
+
+# -- Runs of one factor (float32 factors of a built-in schedule with a small lr * weight_decay) ---------------------
+#
+# In float32, 1 - lr_j * wd takes few values (lr * wd = 1e-5 spans 168 float32 numbers below 1), and on each
+# monotone stretch of a built-in schedule each value on one run of steps: a product over any gap is one power per run.
+
+RUN_SCHEDULES = {
+    "warmup_cosine": (schedules.warmup_cosine(0.3, 7, 2600, final_lr=0.05), 1e-4),
+    "rising_cosine": (schedules.warmup_cosine(0.01, 0, 900, final_lr=0.05), 1e-3),
+    "linear_warmup": (schedules.linear_warmup(0.4, 2500), 1e-4),
+    "step_decay": (schedules.step_decay(0.5, 9, 0.5), 1e-3),
+    "exponential": (schedules.exponential(0.5, 0.999), 1e-4),
+    "to_zero": (schedules.step_decay(1.0, 50, 0.0), 1.0),  # lr * wd = 1: factors of 0, then of 1
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUN_SCHEDULES))
+def test_each_run_holds_one_factor_and_starts_where_the_factor_or_the_formula_changes(name):
+    """Every step's own factor (sampled, and on both sides of every run start) is its run's."""
+    schedule, wd = RUN_SCHEDULES[name]
+    rate = LearningRate(schedule, weight_decay=wd)
+    runs = rate.runs(np.dtype(np.float32))
+    assert runs is not None
+    starts, factors = runs
+    assert starts[0] == 1 and (np.diff(starts) > 0).all()
+    rng = np.random.default_rng(0)
+    steps = np.unique(np.concatenate([starts, starts[1:] - 1, rng.integers(1, int(starts[-1]) + 5000, 3000)]))
+    own = np.array([float(np.float32(1.0 - schedule(int(t)) * wd)) for t in steps])
+    np.testing.assert_array_equal(own, factors[np.searchsorted(starts, steps, side="right") - 1])
+    # a run starts where the factor changes, or at one of the schedule's breaks
+    _, seg_lo, _, _, _, _ = analytic_rates.segments(schedule, np.array([1]), np.array([int(starts[-1])]))
+    changed = factors[1:] != factors[:-1]
+    assert (changed | np.isin(starts[1:], seg_lo)).all()
+
+
+@pytest.mark.parametrize("name", sorted(RUN_SCHEDULES))
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_a_product_by_runs_is_the_exact_product_of_the_rounded_factors(name, data):
+    """Float32 factors: the products come from the runs (one power each) and are within (2 runs + 2) roundings of
+    the exact product of every step's rounded factor."""
+    schedule, wd = RUN_SCHEDULES[name]
+    rate = LearningRate(schedule, weight_decay=wd)
+    starts, _ = rate.runs(np.dtype(np.float32))
+    through = data.draw(st.integers(1, 3000))
+    last = np.array(data.draw(st.lists(st.integers(0, through), min_size=1, max_size=4)), dtype=np.int64)
+    got = rate.decay(last, through, np.dtype(np.float32))
+    for s, value in zip(last.tolist(), got.tolist()):
+        want = exact_decay(rate, s, through, np.float32)
+        runs = int(np.searchsorted(starts, through, side="right") - np.searchsorted(starts, s + 1, side="right")) + 1
+        assert abs(Fraction(value) - want) <= (2 * runs + 2) * U * want, (s, through, value, float(want))
+
+
+@pytest.mark.parametrize("name", sorted(RUN_SCHEDULES))
+def test_a_product_by_runs_is_the_same_whatever_else_is_asked_with_it(name):
+    """Each product by runs depends on ``(last, through)`` alone, as the step-by-step one."""
+    schedule, wd = RUN_SCHEDULES[name]
+    rate = LearningRate(schedule, weight_decay=wd)
+    through = 10**9 + 7
+    last = np.array([0, 5, 300, 2599, 2600, 10**6, through - 1, through])
+    together = rate.decay(last, through, np.dtype(np.float32))
+    alone = np.array([rate.decay(np.array([s]), through, np.dtype(np.float32))[0] for s in last.tolist()])
+    np.testing.assert_array_equal(together, alone)
+    assert together[-1] == 1.0
+
+
+def test_float64_factors_are_too_many_runs_and_are_taken_step_by_step():
+    """lr * wd = 1e-5 spans about 9 * 10**10 float64 values: no runs, the step-by-step product."""
+    rate = LearningRate(schedules.warmup_cosine(1e-3, 10, 5000, 1e-5), weight_decay=0.01)
+    assert rate.runs(np.dtype(np.float64)) is None
+    assert rate.runs(np.dtype(np.float32)) is not None
+    assert LearningRate(lambda t: 1e-3, weight_decay=0.01).runs(np.dtype(np.float32)) is None  # any other callable
