@@ -20,7 +20,8 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    SPEC goal: a catch-up after 10**6 steps costs at most 3x one after 100.
 3. **Gaps under a schedule**: the gap grid at one gradient scale with both
    optimizers driven by ``warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)`` (each
-   dormant step at its own rate; the gaps cross the warm-up's end).
+   dormant step at its own rate; the gaps cross the warm-up's end), as Adam
+   and as AdamW (``weight_decay`` 0.01: each dormant step's own decay too).
 
 Run from the repository root::
 
@@ -50,11 +51,13 @@ SCHEDULE = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
 
 
 def make_optimizer(
-    table: np.ndarray, mode: str, beta1: float, beta2: float, scheduled: bool = False
+    table: np.ndarray, mode: str, beta1: float, beta2: float, scheduled: bool = False, weight_decay: float = 0.0
 ) -> so.SparseAdamTable:
-    """A SparseAdamTable in ``mode`` with lr 1e-3 (or :data:`SCHEDULE`), eps 1e-8 (torch's defaults) and the given betas."""
+    """A SparseAdamTable in ``mode`` with lr 1e-3 (or :data:`SCHEDULE`), eps 1e-8 (torch's defaults), the given betas
+    and decoupled ``weight_decay``."""
     lr = SCHEDULE if scheduled else 1e-3
-    return so.SparseAdamTable(table, so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, mode=mode))
+    config = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=weight_decay, mode=mode)
+    return so.SparseAdamTable(table, config)
 
 
 def batches(rows: int, cols: int, batch: int, count: int, scale: float, dtype: str, seed: int) -> list:
@@ -96,7 +99,13 @@ def train_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: flo
 
 
 def gap_times(
-    args: argparse.Namespace, scale: float, beta1: float, beta2: float, gap: int, scheduled: bool = False
+    args: argparse.Namespace,
+    scale: float,
+    beta1: float,
+    beta2: float,
+    gap: int,
+    scheduled: bool = False,
+    weight_decay: float = 0.0,
 ) -> tuple[float, float]:
     """Median times of the step touching ``touched`` warm rows after ``gap`` dormant steps: (DENSE_EQUIVALENT, DORMANCY_DECAY)."""
     base = np.random.default_rng([args.seed, 0]).standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
@@ -108,14 +117,14 @@ def gap_times(
     out = []
     for mode in ("dense_equivalent", "dormancy_decay"):
         table = base.copy()
-        opt = make_optimizer(table, mode, beta1, beta2, scheduled)
+        opt = make_optimizer(table, mode, beta1, beta2, scheduled, weight_decay)
         for ids, g in work:
             opt.step(so.CsrGradient.from_rows(ids, g, args.rows))
         state = opt.state_dict()
         state["step_count"] = np.int64(int(state["step_count"]) + gap)
         times = []
         for _ in range(args.gap_repeats):
-            fresh = make_optimizer(table.copy(), mode, beta1, beta2, scheduled)
+            fresh = make_optimizer(table.copy(), mode, beta1, beta2, scheduled, weight_decay)
             fresh.load_state_dict(state)
             gc.collect()
             times.append(step(fresh, touched, grads))
@@ -142,6 +151,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--gap-scales", type=float, nargs="*", default=None, help="gradient scales of the gap grid [1 1e-6 1e-9]")
     p.add_argument("--gap-beta1s", type=float, nargs="*", default=None, help="beta1 values of the gap grid [0.9 0.999 0.9999]")
     p.add_argument("--schedule-scales", type=float, nargs="*", default=None, help="gradient scales of the scheduled gap grid [1e-6; quick none]")
+    p.add_argument("--schedule-weight-decay", type=float, default=0.01, help="AdamW's weight_decay under the schedule [0.01; 0: Adam only]")
     p.add_argument("--skip-train", action="store_true", help="only the gap grid")
     p.add_argument("--skip-gaps", action="store_true", help="only the training-step grid")
     p.add_argument("--seed", type=int, default=0)
@@ -165,14 +175,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def gap_grid(args: argparse.Namespace, scales: Sequence[float], scheduled: bool) -> None:
+def gap_grid(args: argparse.Namespace, scales: Sequence[float], scheduled: bool, weight_decay: float = 0.0) -> None:
     """Print the gap grid over ``scales`` x beta1 x beta2 x gap, and its worst ratio to the shortest gap."""
     print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'gap':>9} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7} {'/shortest':>9}")
     worst_gap = 0.0
     for scale, beta1, beta2 in itertools.product(scales, args.gap_beta1s, args.beta2s):
         shortest = None
         for gap in args.gaps:
-            de, dd = gap_times(args, scale, beta1, beta2, gap, scheduled)
+            de, dd = gap_times(args, scale, beta1, beta2, gap, scheduled, weight_decay)
             shortest = de if shortest is None else shortest
             worst_gap = max(worst_gap, de / shortest)
             print(
@@ -207,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.schedule_scales:
             print(f"\n## After a gap under a schedule ({SCHEDULE!r}), otherwise as above\n")
             gap_grid(args, args.schedule_scales, scheduled=True)
+            if args.schedule_weight_decay:
+                print(f"\n## The same as AdamW, weight_decay = {args.schedule_weight_decay:g}\n")
+                gap_grid(args, args.schedule_scales, scheduled=True, weight_decay=args.schedule_weight_decay)
     print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
 
 
