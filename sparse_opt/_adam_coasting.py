@@ -814,22 +814,17 @@ class AdamCoasting:
         first_piece = np.cumsum(pieces) - pieces
         offset = np.arange(piece_class.size) - first_piece[piece_class]
         centre = lo[piece_class] + width[piece_class] * (offset + 0.5)
-        node_x = np.exp(centre[:, None] + (width[piece_class] / 2)[:, None] * np.cos(theta)[None, :]).reshape(-1)
-        node_class = np.repeat(piece_class, n)
-        # every block of the node's window at every node, then summed per node
-        per_node = blk_count[classes][node_class]
-        first_pair = np.cumsum(per_node) - per_node
-        pair_node = np.repeat(np.arange(node_x.size), per_node)
-        pair_blk = blk_start[classes][node_class[pair_node]] + np.arange(pair_node.size) - first_pair[pair_node]
-        values = self._evaluate(
-            node_x[pair_node][:, None],
-            b_c[pair_blk],
-            t_mid[pair_blk],
-            t_half[pair_blk],
-            coef[pair_blk, : terms[pair_blk].max()],
-            dtype=np.dtype(np.float64),
-        )[:, 0]
-        at_nodes = np.add.reduceat(values, first_pair).reshape(piece_class.size, n)
+        node_x = np.exp(centre[:, None] + (width[piece_class] / 2)[:, None] * np.cos(theta)[None, :])
+        # every block of a window (a row each) at every node of its pieces (the columns), summed over the blocks
+        at_nodes = np.empty((piece_class.size, n))
+        for c in range(classes.size):
+            blk = np.arange(blk_start[classes[c]], blk_start[classes[c]] + blk_count[classes[c]])
+            mine = slice(first_piece[c], first_piece[c] + pieces[c])
+            x_c = np.broadcast_to(node_x[mine].reshape(1, -1), (blk.size, pieces[c] * n))
+            values = self._evaluate(
+                x_c, b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()], dtype=np.dtype(np.float64)
+            )
+            at_nodes[mine] = values.sum(axis=0).reshape(pieces[c], n)
         coef_y = at_nodes @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
         coef_y[:, 0] /= 2
         # the entries: the piece of each, and its interpolant by Clenshaw's recurrence, in float64

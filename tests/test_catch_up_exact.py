@@ -527,6 +527,14 @@ def test_adamw_whose_decay_outpaces_beta1_against_the_exact_recurrence(case):
 # an m-point Gauss rule for sums over integers (sparse_opt._discrete_gauss) with m from a bound on the terms on the
 # piece's Bernstein ellipse. Measured on these cases: at most 1.8 epsilons; with every piece's m halved, 5.7 to 48.
 
+def spy_on_nodes(monkeypatch) -> list[int]:
+    """The pseudo-steps of each call of ``AdamCoasting._node_terms`` from now on: whether Gauss rules summed a window."""
+    nodes: list[int] = []
+    original = AdamCoasting._node_terms
+    monkeypatch.setattr(AdamCoasting, "_node_terms", lambda self, *a: nodes.append(a[3].size) or original(self, *a))
+    return nodes
+
+
 #: Error allowed where the quadrature sums the window, in float64 epsilons of the parameter's scale.
 QUADRATURE_BOUND_EPS = 4.0
 
@@ -545,14 +553,7 @@ QUADRATURE_CASES = [
 def test_long_windows_are_summed_through_gauss_rules_on_pieces_exactly(case, monkeypatch):
     """beta1 0.999 and 0.9999, windows of 10**4 to 4 * 10**5 steps, b x above, near and below eps: each summed
     through a few thousand pseudo-steps, and float64 rounding of the exact recurrence to a few epsilons."""
-    nodes = []
-    original = AdamCoasting._node_terms
-
-    def spy(self, *args):
-        nodes.append(args[3].size)
-        return original(self, *args)
-
-    monkeypatch.setattr(AdamCoasting, "_node_terms", spy)
+    nodes = spy_on_nodes(monkeypatch)
     errors = long_error_in_eps(*case)
     assert nodes, "the window was not summed through pieces"
     assert errors is not None
@@ -668,9 +669,8 @@ def test_adamw_under_a_schedule_sums_long_windows_through_gauss_rules_exactly(ca
     first case: the product within 10.6 epsilons of the exact one, where the step-by-step product of 10**6 factors
     was 13.3 off), so the bound of the scheduled catch-ups, BOUND_EPS (measured 6.8 and 0.9)."""
     schedule, wd, dtype, m, v, s, k, beta1, beta2 = case
-    nodes, passes = [], []
-    node_terms, over = AdamCoasting._node_terms, so._rates.LearningRate.over
-    monkeypatch.setattr(AdamCoasting, "_node_terms", lambda self, *a: nodes.append(a[3].size) or node_terms(self, *a))
+    nodes, passes = spy_on_nodes(monkeypatch), []
+    over = so._rates.LearningRate.over
     monkeypatch.setattr(so._rates.LearningRate, "over", lambda self, a, b: passes.append(b - a) or over(self, a, b))
     cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=wd, mode="dense_equivalent")
     assert so._rates.LearningRate(schedule, wd).runs(np.dtype(dtype)) is not None
@@ -796,14 +796,7 @@ def test_long_windows_under_a_schedule_are_summed_through_gauss_rules_exactly(ca
     """Each piece within one segment of the schedule, its rate continued to the Gauss rule's pseudo-steps and its
     growth on the ellipse in the bound (sparse_opt._analytic_rates): float64 rounding of the exact recurrence."""
     schedule, m, v, s, k, beta1, beta2, eps = case
-    nodes = []
-    original = AdamCoasting._node_terms
-
-    def spy(self, *args):
-        nodes.append(args[3].size)
-        return original(self, *args)
-
-    monkeypatch.setattr(AdamCoasting, "_node_terms", spy)
+    nodes = spy_on_nodes(monkeypatch)
     cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=eps, mode="dense_equivalent")
     got, _, _ = caught_up(1.0, m, v, s, k, cfg)
     ref, terms = exact_dense_scheduled_long(1.0, m, v, s, k, schedule, beta1, beta2, eps)
