@@ -32,7 +32,10 @@ analogue.
 Under a learning-rate schedule (``lr`` a callable ``t -> lr_t``) each step
 uses its own rate; a dormant step ``j`` is ``M_j`` with ``lr_j``, and a gap is
 the ordered product ``M_t ... M_{s+1}``, formed once per distinct last step
-(multiplied in pairs: O(gap) per distinct last step, float64).
+(multiplied in pairs: O(gap) per distinct last step, float64). Without weight
+decay the product is ``[[1, -sum_i lr_{s+i} mu**i], [0, mu**k]]`` and only the
+first few hundred steps of the sum count (``mu = 0.9``; about ``39 / (1 -
+mu)``): O(1 / (1 - mu)) rates per distinct last step, whatever the gap.
 
 **Low-precision parameters** (float16, bfloat16; :mod:`sparse_opt._rounding`).
 With ``state_dtype="float32"`` (the default) the buffer is float32, each update
@@ -52,12 +55,14 @@ the catch-up is this kit's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from sparse_opt import schedules
 from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._rates import DECAY_BLOCK, LearningRate
@@ -157,8 +162,16 @@ def sgd_scheduled_map(
     """``M_through ... M_{s+1}`` for each ``s`` in ``starts`` under a schedule: ``(a, b, c, d)``, float64.
 
     ``M_j = [[1 - lr_j*wd, -lr_j*mu], [wd, mu]]``. The factors of a gap are
-    multiplied in pairs (later times earlier), ``DECAY_BLOCK`` steps at a time.
+    multiplied in pairs (later times earlier), ``DECAY_BLOCK`` steps at a time:
+    O(gap) per start. Without weight decay and with ``0 <= mu < 1`` the product
+    is ``[[1, -sum_{i=1}^{k} lr_{s+i} mu**i], [0, mu**k]]``, and the sum stops
+    after ``n`` steps once the rest, at most ``peak mu**(n+1) / (1 - mu)`` (every
+    rate is at most the schedule's peak), is below ``2**-56`` of the partial
+    sum: about ``56 log 2 / (1 - mu)`` steps (390 for ``mu = 0.9``), more
+    while the rates are far below the peak, never the gap (:func:`_momentum_sums`).
     """
+    if not weight_decay and 0.0 <= momentum < 1.0:
+        return _momentum_sums(starts, through, rates, momentum)
     out = [np.ones(starts.size), np.zeros(starts.size), np.zeros(starts.size), np.ones(starts.size)]
     for n, s in enumerate(starts.tolist()):
         acc = (1.0, 0.0, 0.0, 1.0)
@@ -176,6 +189,35 @@ def sgd_scheduled_map(
             acc = (a * acc[0] + b * acc[2], a * acc[1] + b * acc[3], c * acc[0] + d * acc[2], c * acc[1] + d * acc[3])
         for x, y in zip(out, acc):
             x[n] = y
+    return tuple(out)
+
+
+def _momentum_sums(starts: np.ndarray, through: int, rates: LearningRate, momentum: float) -> tuple[np.ndarray, ...]:
+    """:func:`sgd_scheduled_map` without weight decay, ``0 <= mu < 1``: the sums over the first steps that matter.
+
+    Each term ``lr_{s+i} mu**i`` is a correctly rounded power times the rate
+    (one rounding), summed exactly (:func:`math.fsum`): the sum is float64's
+    rounding of the truncated one, whose rest is below ``2**-56`` of it.
+    """
+    out = [np.ones(starts.size), np.zeros(starts.size), np.zeros(starts.size), np.ones(starts.size)]
+    if momentum == 0.0:  # the buffer is forgotten at once: M_j = [[1, 0], [0, 0]]
+        out[3][:] = np.where(starts < through, 0.0, 1.0)
+        return tuple(out)
+    peak = rates.peak(through)
+    first = max(1, math.ceil(math.log(2.0**-56 * (1.0 - momentum)) / math.log(momentum)))
+    for n, s in enumerate(starts.tolist()):
+        k = through - s
+        count = min(k, first)
+        while True:
+            i = np.arange(1, count + 1, dtype=np.int64)
+            terms = rates.over(s + 1, s + count + 1) * schedules._int_powers(momentum, i)
+            total = math.fsum(terms.tolist())
+            rest = peak * schedules._int_power(momentum, count + 1) / (1.0 - momentum)
+            if count == k or rest <= 2.0**-56 * total:
+                break
+            count = min(k, 2 * count)
+        out[1][n] = -total
+        out[3][n] = schedules._int_power(momentum, k)
     return tuple(out)
 
 

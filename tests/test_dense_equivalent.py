@@ -541,3 +541,39 @@ def test_sgd_catch_up_stays_exact_for_a_gap_of_a_hundred_thousand_steps():
             B = Decimal(momentum) * B + Decimal(wd) * P
             P = P - Decimal(lr) * B  # without momentum B is just wd * P: torch's coupled decay
         assert float(abs(Decimal(float(p[0])) - P) / abs(P)) < 1e-15
+
+
+@pytest.mark.parametrize(
+    ("schedule", "momentum", "s", "k"),
+    [
+        (so.schedules.warmup_cosine(0.1, 100, 10**6, 1e-4), 0.9, 20, 10**6),  # from inside the warm-up
+        (so.schedules.warmup_cosine(0.1, 10**5, 10**6, 1e-4), 0.9, 3, 50_000),  # rates far below the peak
+        (so.schedules.exponential(0.5, 0.999), 0.99, 7, 2**40),
+        (so.schedules.step_decay(0.05, 300, 0.5), 0.5, 250, 4000),
+        (lambda t: 0.01 * (1 + t % 3), 0.9, 5, 10**5),  # any callable: its peak so far is found once, O(steps)
+        (lambda t: 1e-9 if t < 500 else 0.5, 0.9, 5, 10**4),  # the rate jumps 5e8-fold after the first window
+    ],
+)
+def test_sgd_momentum_without_decay_sums_only_the_steps_that_count_exactly(schedule, momentum, s, k):
+    """SGD under a schedule without weight decay: the gap's map is [[1, -sum lr_{s+i} mu**i], [0, mu**k]], and the
+    sum stops once the rest is below 2**-56 of it (a few hundred rates for mu = 0.9, whatever the gap): within a few
+    float64 roundings of the exact sum over every step of the gap (200-bit, the terms beyond the window bounded)."""
+    mpmath = pytest.importorskip("mpmath")
+    from sparse_opt._rates import LearningRate
+    from sparse_opt.sparse_sgd import sgd_scheduled_map
+
+    rates = LearningRate(schedule)
+    asked = []
+    over = LearningRate.over
+    rates.over = lambda a, b: asked.append(b - a) or over(rates, a, b)  # type: ignore[method-assign]
+    a, b, c, d = (float(x[0]) for x in sgd_scheduled_map(np.array([s]), s + k, rates=rates, weight_decay=0.0, momentum=momentum))
+    scanned = s + k if so.schedules.peak(schedule) is None else 0  # a callable's rates up to the step, once
+    assert (a, c) == (1.0, 0.0) and sum(asked) <= 20_000 + scanned
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.prec = 200
+    mu, total, power = mp.mpf(momentum), mp.mpf(0), mp.mpf(1)
+    for i in range(1, min(k, 30_000) + 1):  # mu**30000 < 1e-130: the rest is far below float64's rounding
+        power *= mu
+        total += mp.mpf(rates.at(s + i)) * power
+    assert abs(mp.mpf(b) + total) <= 4 * 2.0**-52 * total, (b, float(total))
+    assert d == pytest.approx(momentum**k if k < 10**6 else 0.0, rel=1e-15, abs=1e-300)
