@@ -1000,7 +1000,7 @@ class AdamCoasting:
 
         Each window's terms are contiguous, windows in turn, ``b`` decreasing
         along a window. A window of ``QUADRATURE_FROM`` steps or more (where
-        :attr:`quadrature`) is summed through pieces of consecutive steps, each
+        :meth:`_by_rules`) is summed through pieces of consecutive steps, each
         a Gauss rule of a few weighted pseudo-steps (:meth:`_plan`,
         :meth:`_node_terms`); the other steps one by one (:meth:`_step_terms`).
         Under a schedule the pieces lie within its segments
@@ -1170,9 +1170,10 @@ class AdamCoasting:
         on their size, ``start = q 2**level`` with ``q >= 2``, so that every
         piece lies at least its own length beyond step 0, where the bias
         corrections' poles are; they are at most ``2**cap`` long, ``cap`` the
-        level of the window's part (:attr:`_caps`: where ``b x`` still counts,
-        and from :meth:`_flat_step` on; with a schedule's own ``rate`` of
-        change, ``|d log lr / dj|``, added to Adam's). Within an octave
+        level of the window's part (``2**cap`` times the rate at which its terms
+        change, :attr:`_rates`, at most 1: where ``b x`` still counts, and from
+        :meth:`_flat_step` on; with a schedule's own ``rate`` of change, ``|d
+        log lr / dj|``, added to Adam's). Within an octave
         ``[2**t, 2**(t+1))`` the level is at most ``min(cap, t - 1)``, and
         where a window has a ``zero`` (``> 0``: the end of a cosine, where the
         rate has a double zero) a piece also ends at least twice its length
