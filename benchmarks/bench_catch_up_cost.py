@@ -22,6 +22,11 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    optimizers driven by ``warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)`` (each
    dormant step at its own rate; the gaps cross the warm-up's end), as Adam
    and as AdamW (``weight_decay`` 0.01: each dormant step's own decay too).
+4. **Late training**: training steps as in 1, but from a state at step 10**6
+   in which every row has been touched and row ``r`` (by Zipf rank) was last
+   touched about ``r`` steps ago (times a uniform factor in [0.5, 2]): the
+   touched rows' gaps spread from one step to 10**5 and beyond, as a long run's
+   would, instead of the few dozen steps of 1.
 
 Run from the repository root::
 
@@ -44,6 +49,8 @@ import sparse_opt as so
 from sparse_opt.demos.data import zipf_ids
 
 GOAL_RATIO = 3.0
+#: The global step of the late-training state (measurement 4).
+LATE_STEP = 10**6
 
 
 #: The schedule of the third measurement: a warm-up of 1000 steps, then a cosine over two million.
@@ -132,6 +139,39 @@ def gap_times(
     return out[0], out[1]
 
 
+def late_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: float) -> tuple[float, float, float]:
+    """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY from a late state (module docstring, 4), and their ratio."""
+    rng = np.random.default_rng([args.seed, 3])
+    base = rng.standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
+    rank = np.arange(1, args.rows + 1)
+    gaps = np.clip((rank * rng.uniform(0.5, 2.0, args.rows)).astype(np.int64), 1, LATE_STEP - 1)
+    x = (np.abs(rng.standard_normal((args.rows, args.cols))) * 0.3 + 1e-3) * scale
+    modes = ("dense_equivalent", "dormancy_decay")
+    opts = []
+    for mode in modes:
+        opt = make_optimizer(base.copy(), mode, beta1, beta2)
+        state = opt.state_dict()
+        state.update(step_count=np.int64(LATE_STEP), last_step=LATE_STEP - gaps)
+        state.update(m=(x * rng.uniform(-1.0, 1.0, x.shape)).astype(args.dtype), v=(x * x).astype(args.dtype))
+        opt.load_state_dict(state)
+        opts.append(opt)
+    # a new batch every step (no batch repeats): each brings rows dormant since before the late state
+    work = batches(args.rows, args.cols, args.batch, args.warmup + args.repeats, scale, args.dtype, args.seed)
+    times: list[list[float]] = [[], []]
+    gc.collect()
+    gc.disable()
+    try:
+        for n, (ids, grads) in enumerate(work):
+            for k in (0, 1) if n % 2 == 0 else (1, 0):
+                t = step(opts[k], ids, grads)
+                if n >= args.warmup:
+                    times[k].append(t)
+    finally:
+        gc.enable()
+    de, dd = (float(np.median(t)) for t in times)
+    return de, dd, de / dd
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a 20,000-row table, a smaller grid, fewer repeats")
@@ -152,6 +192,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--gap-beta1s", type=float, nargs="*", default=None, help="beta1 values of the gap grid [0.9 0.999 0.9999]")
     p.add_argument("--schedule-scales", type=float, nargs="*", default=None, help="gradient scales of the scheduled gap grid [1e-6; quick none]")
     p.add_argument("--schedule-weight-decay", type=float, default=0.01, help="AdamW's weight_decay under the schedule [0.01; 0: Adam only]")
+    p.add_argument("--late-scales", type=float, nargs="*", default=None, help="gradient scales of the late-training grid [1 1e-6; quick 1e-6]")
     p.add_argument("--skip-train", action="store_true", help="only the gap grid")
     p.add_argument("--skip-gaps", action="store_true", help="only the training-step grid")
     p.add_argument("--seed", type=int, default=0)
@@ -168,6 +209,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "gap_scales": ([1.0, 1e-6, 1e-9], [1e-6]),
         "gap_beta1s": ([0.9, 0.999, 0.9999], [0.9, 0.9999]),
         "schedule_scales": ([1e-6], []),
+        "late_scales": ([1.0, 1e-6], [1e-6]),
     }
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
@@ -220,6 +262,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             if args.schedule_weight_decay:
                 print(f"\n## The same as AdamW, weight_decay = {args.schedule_weight_decay:g}\n")
                 gap_grid(args, args.schedule_scales, scheduled=True, weight_decay=args.schedule_weight_decay)
+    if args.late_scales:
+        print(f"\n## Late training: training steps from step {LATE_STEP:,}, row r last touched about r steps before\n")
+        print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7}")
+        for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
+            de, dd, ratio = late_ratio(args, scale, beta1, beta2)
+            print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
     print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
 
 
