@@ -88,16 +88,20 @@ def train_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: flo
     modes = ("dense_equivalent", "dormancy_decay")
     opts = [make_optimizer(base.copy(), mode, beta1, beta2) for mode in modes]
     work = batches(args.rows, args.cols, args.batch, 16, scale, args.dtype, args.seed)
+    return interleaved(opts, [work[n % len(work)] for n in range(args.warmup + args.repeats)], args.warmup)
+
+
+def interleaved(opts: Sequence[so.SparseAdamTable], work: Sequence, warmup: int) -> tuple[float, float, float]:
+    """Both optimizers take each ``(ids, grads)`` of ``work`` in turn (the first of a round alternating); the median
+    times of the steps after ``warmup``, ``(DE, DD, DE / DD)``."""
     times: list[list[float]] = [[], []]
     gc.collect()
     gc.disable()
     try:
-        for n in range(args.warmup + args.repeats):
-            ids, grads = work[n % len(work)]
-            order = (0, 1) if n % 2 == 0 else (1, 0)
-            for k in order:
+        for n, (ids, grads) in enumerate(work):
+            for k in (0, 1) if n % 2 == 0 else (1, 0):
                 t = step(opts[k], ids, grads)
-                if n >= args.warmup:
+                if n >= warmup:
                     times[k].append(t)
     finally:
         gc.enable()
@@ -157,19 +161,7 @@ def late_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: floa
         opts.append(opt)
     # a new batch every step (no batch repeats): each brings rows dormant since before the late state
     work = batches(args.rows, args.cols, args.batch, args.warmup + args.repeats, scale, args.dtype, args.seed)
-    times: list[list[float]] = [[], []]
-    gc.collect()
-    gc.disable()
-    try:
-        for n, (ids, grads) in enumerate(work):
-            for k in (0, 1) if n % 2 == 0 else (1, 0):
-                t = step(opts[k], ids, grads)
-                if n >= args.warmup:
-                    times[k].append(t)
-    finally:
-        gc.enable()
-    de, dd = (float(np.median(t)) for t in times)
-    return de, dd, de / dd
+    return interleaved(opts, work, args.warmup)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
