@@ -350,6 +350,30 @@ def test_plot_touch_after_gap() -> None:
     assert lazy[-1] > dense[-1] == pytest.approx((1 - B1) / math.sqrt(1 - B2), rel=1e-3)
 
 
+def test_coasting_terms_are_the_terms_coasting_sum_adds() -> None:
+    v = np.array([1e-18, 1e-6, 1e-2])
+    terms = mo.coasting_terms(v, 40, 300, c=0.999)
+    assert terms.shape == (3, 300) and (terms > 0).all()
+    p, _, _ = mo.coasting_sum(np.zeros(3), np.ones(3), v, 40, 300, lr=1.0, weight_decay=0.001)
+    np.testing.assert_allclose(-p, terms.sum(axis=-1), rtol=1e-14)
+    a, b = mo.coasting_weights(40, 300, B1, B2)  # the last term: c**0 a_k / (b_k x + eps)
+    np.testing.assert_allclose(terms[:, -1], a[-1] / (b[-1] * np.sqrt(v) + 1e-8), rtol=1e-15)
+
+
+def test_plot_coasting_terms_shows_each_entry_below_rounding_past_the_window() -> None:
+    v = 10.0 ** np.array([-18.0, -10.0, -2.0])
+    window = mo.catch_up_window()
+    fig = mo.plot_coasting_terms(v, 100, 2000, window)
+    (ax,) = fig.axes
+    entries = [line for line in ax.lines if line.get_label().startswith("x / eps")]
+    assert len(entries) == 3 and ax.get_yscale() == "log"
+    for line in entries:
+        share = line.get_ydata()
+        assert math.isclose(share.sum(), 1.0, rel_tol=1e-12)
+        assert share[window - 1 :].max() < 2.0**-56  # the optimizer's window leaves out less than rounding
+    assert any(line.get_xdata()[0] == window for line in ax.lines if "window" in line.get_label())
+
+
 def test_plot_first_update_ratio_highlights_the_step() -> None:
     fig = mo.plot_first_update_ratio(5000, B1, B2, highlight=50)
     (ax,) = fig.axes

@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -423,11 +424,18 @@ def coasting_sum(
     """
     p, m, v = (np.asarray(a, dtype=np.float64) for a in (p, m, v))
     c = 1.0 - lr * weight_decay
+    total = coasting_terms(v, s, k, beta1=beta1, beta2=beta2, eps=eps, c=c).sum(axis=-1)
+    return c**k * p - lr * m * total, beta1**k * m, beta2**k * v
+
+
+def coasting_terms(
+    v: np.ndarray, s: int, k: int, *, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, c: float = 1.0
+) -> np.ndarray:
+    """The terms ``c**(k-i) a_i / (b_i x + eps)`` of ``S(x)``, ``x = sqrt(v)``, for ``i = 1..k`` (a last axis of ``k``)."""
     a, b = coasting_weights(s, k, beta1, beta2)
     i = np.arange(1, k + 1, dtype=np.float64)
-    x = np.sqrt(v)[..., None]
-    total = (c ** (k - i) * a / (b * x + eps)).sum(axis=-1)
-    return c**k * p - lr * m * total, beta1**k * m, beta2**k * v
+    x = np.sqrt(np.asarray(v, dtype=np.float64))[..., None]
+    return c ** (k - i) * a / (b * x + eps)
 
 
 def coasting_rho(n: int | np.ndarray, beta1: float, beta2: float, c: float = 1.0) -> np.ndarray:
@@ -665,6 +673,35 @@ def plot_touch_after_gap(gaps: np.ndarray, history: int, beta1: float = 0.9, bet
     ax.set_title(f"the touch after a gap (beta1 = {beta1:g}, beta2 = {beta2:g})")
     ax.legend(loc="best")
     ax.grid(alpha=0.3, which="both")
+    return finish(fig)
+
+
+def plot_coasting_terms(
+    v: np.ndarray, s: int, k: int, window: int, *, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+) -> Figure:
+    """Each entry's coasting terms (:func:`coasting_terms`) as a share of its sum ``S``, against the dormant step (log y).
+
+    One line per entry of ``v``, labelled by ``x / eps``; the window ``window``
+    (a vertical line) and the rounding level ``2**-56`` (a horizontal one)
+    show that every term beyond the window is below rounding of its sum.
+    """
+    terms = coasting_terms(v, s, k, beta1=beta1, beta2=beta2, eps=eps)
+    shares = terms / terms.sum(axis=-1, keepdims=True)
+    i = np.arange(1, k + 1)
+    fig = new_figure(8.0, 5.2)
+    ax = fig.add_subplot()
+    colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(shares)))
+    for share, x, color in zip(shares, np.sqrt(v), colors):
+        ax.plot(i, share, color=color, lw=1.6, label=f"x / eps = {x / eps:.0e}")
+    ax.axvline(window, color="0.3", ls="--", label=f"window L = {window}")
+    ax.axhline(2.0**-56, color="0.3", ls=":", label="2**-56 (float64 rounding / 16)")
+    ax.set_yscale("log")
+    ax.set_ylim(1e-40, 1.0)
+    ax.set_xlabel(f"dormant step i (last step s = {s})")
+    ax.set_ylabel("term i / S(x)")
+    ax.set_title(f"the coasting terms of each entry (beta1 = {beta1:g}, beta2 = {beta2:g}, eps = {eps:g})")
+    ax.grid(alpha=0.3, which="both")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3, fontsize=LEGEND)
     return finish(fig)
 
 
