@@ -211,12 +211,12 @@ class LearningRate:
             r_end = int(np.searchsorted(starts, through, side="right")) - 1
             q = np.arange(int(r_first.min()), r_end + 1)
             length = np.where(q < r_end, starts[np.minimum(q + 1, starts.size - 1)] - starts[q], through + 1 - starts[q])
-            tails = np.append(np.multiply.accumulate(_powers(factors[q], length)[::-1])[::-1], 1.0)  # runs q[i] ..
+            tails = np.append(np.multiply.accumulate(schedules._int_powers(factors[q], length)[::-1])[::-1], 1.0)  # runs q[i] ..
             inner = r_first < r_end
-            out_live = _powers(np.full(first.size, factors[r_end]), through - unique[live])
+            out_live = schedules._int_powers(factors[r_end], through - unique[live])
             if inner.any():
                 rf = r_first[inner]
-                out_live[inner] = _powers(factors[rf], starts[rf + 1] - first[inner]) * tails[rf + 1 - q[0]]
+                out_live[inner] = schedules._int_powers(factors[rf], starts[rf + 1] - first[inner]) * tails[rf + 1 - q[0]]
             out[live] = out_live
         return out[inverse].reshape(np.shape(last))
 
@@ -260,13 +260,3 @@ def _find_runs(schedule: object, weight_decay: float, dtype: np.dtype) -> tuple[
 def _factors(schedule: object, weight_decay: float, steps: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``dtype(1 - lr_j * weight_decay)`` of the int64 ``steps`` (checked rates), as float64."""
     return (1.0 - schedules.values_at(schedule, steps) * weight_decay).astype(dtype).astype(np.float64)
-
-
-def _powers(base: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``base**n`` elementwise for ``0 <= base <= 1`` and int64 ``n >= 0``, as :func:`schedules._int_power` gives it."""
-    out = np.empty(n.shape)
-    small = n <= schedules._EXACT_INT
-    out[small] = np.asarray(schedules._vector_pow(base[small], n[small].astype(np.float64)), dtype=np.float64)
-    if not small.all():
-        out[~small] = np.asarray(schedules._vector_power(base[~small], n[~small].astype(object)), dtype=np.float64)
-    return out

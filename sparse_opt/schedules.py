@@ -153,20 +153,23 @@ def _as_floats(objects: np.ndarray) -> np.ndarray:
     return np.asarray(objects, dtype=np.float64)
 
 
-def _int_powers(gamma: float, n: np.ndarray) -> np.ndarray:
+def _int_powers(gamma: float | np.ndarray, n: np.ndarray) -> np.ndarray:
     """``_int_power(gamma, k)`` for every ``k`` of the int64 array ``n``, the same floats.
 
-    Exponents at or past :func:`_zero_from` give 0.0 without a call; those up to
+    ``gamma`` is one float or an array of ``n``'s shape (one base per
+    exponent). For one float, exponents at or past :func:`_zero_from` give 0.0
+    without a call (``math.pow`` would round them to 0.0 too); exponents up to
     ``2**53`` go straight to ``math.pow`` with their exact float value (what
     :func:`_int_power` does with them), the rest through :func:`_int_power`.
     """
+    base = np.broadcast_to(np.asarray(gamma, dtype=np.float64), n.shape)
     out = np.zeros(n.shape)
-    alive = n < _zero_from(gamma)
+    alive = n < _zero_from(float(gamma)) if np.ndim(gamma) == 0 else np.ones(n.shape, dtype=bool)
     direct = alive & (n <= _EXACT_INT)
-    out[direct] = _as_floats(_vector_pow(gamma, n[direct].astype(np.float64)))
+    out[direct] = _as_floats(_vector_pow(base[direct], n[direct].astype(np.float64)))
     split = alive & ~direct
     if split.any():
-        out[split] = _as_floats(_vector_power(gamma, n[split].astype(object)))
+        out[split] = _as_floats(_vector_power(base[split], n[split].astype(object)))
     return out
 
 
