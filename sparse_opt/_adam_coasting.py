@@ -99,6 +99,24 @@ entry costs a logarithm and one Clenshaw recurrence, however many blocks.
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
 ``eps``.
 
+*Late in training: prefix sums.* A training step late in a long run brings
+current rows last touched one step to ``10**5`` steps before: a thousand
+windows, one per distinct last step, whose sums (a few hundred terms each
+through the Gauss rules below) cost 30 to 80 times a ``DORMANCY_DECAY`` step.
+Once both bias corrections are 1 (``beta**s < 2**-54``) and at a constant
+rate, though, step ``i`` of every window has ``a_i = beta1**i`` and ``b_i =
+beta2**(i/2)``: each window's summed steps are the first ``K`` of one
+sequence, times ``c**k``. :meth:`AdamCoasting._prefix_sums` cuts that sequence
+where some window's summed steps end, sums each stretch once by the blocks at
+the nodes of pieces in ``log x`` common to all windows, and gives each window
+the running sum up to its end; an entry then costs one interpolant, as in
+:meth:`AdamCoasting._smooth_sums`. The work is one sequence of the longest
+window's length, cut at most once per window, instead of one window per row
+(about 10x a ``DORMANCY_DECAY`` step instead of 30x to 80x, RESULTS.md). The
+running sums add positive terms, within ``n`` float64 roundings over ``n``
+stretches: float32 and narrower tables only (in float64 that is more than the
+catch-up's tolerance, and the windows are summed one by one).
+
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
 0.9999), but the terms are analytic functions of the step ``j``, changing by
@@ -275,6 +293,10 @@ QUADRATURE_FROM = 256
 MIN_PIECE_LEVEL = 5
 #: Semi-minor axes, in half-widths of the piece, of the ellipses :meth:`AdamCoasting._piece_nodes` tries.
 PIECE_SIGMAS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 2.5])
+#: Windows from which a catch-up late in training is summed through prefix sums (:meth:`AdamCoasting._prefix_sums`).
+PREFIX_WINDOWS = 8
+#: Largest ``-log`` of the scale ``c**k`` that :meth:`AdamCoasting._prefix_sums` applies (its inverse must be finite).
+MAX_SCALE_LOG = 600.0
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -336,6 +358,8 @@ class AdamCoasting:
         self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
         #: From this step on both bias corrections are 1 in float64 (``beta**j < 2**-54``; see _summed_steps).
         self.exact_one = max(_steps_below(beta1, 2.0**-54), _steps_below(beta2, 2.0**-54))
+        #: From this step on, ``beta**j <= 2**-60`` for both betas (:meth:`_piece_nodes`).
+        self._bias_settled = max(_steps_below(beta1, 2.0**-60), _steps_below(beta2, 2.0**-60))
         # the pieces of the Gauss rules (_plan, _piece_nodes): the rates at which a term can change per step,
         # |log(d1 / c)| and |log d2| / 2 (the largest pieces: 2**cap <= 1 / (their sum) where b x counts and
         # 1 / |log(d1 / c)| where every term is w / eps)
@@ -710,7 +734,8 @@ class AdamCoasting:
                 acc += acc_s * later.astype(self.dtype)[:, None]
                 const = tail_decay * const + later * const_s
             else:
-                acc, const = self._sum_rows(x, row_class, classes, gaps, x_least, x_class, windows)
+                shared = self._prefix_sums(x, row_class, classes, gaps, x_least, x_class)
+                acc, const = shared or self._sum_rows(x, row_class, classes, gaps, x_least, x_class, windows)
             m_rows = m if rows is None else m[rows]
             lr = self.lr if self.rate.constant is not None else 1.0  # a schedule's rates are in the weights
             coast = m_rows * self.dtype.type(lr)
@@ -772,6 +797,102 @@ class AdamCoasting:
         out[order] = acc
         return out, const[row_class]
 
+    def _prefix_sums(
+        self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`_sum_rows` for many windows late in training, through prefix sums at shared nodes; None where it does not apply.
+
+        Once both bias corrections are 1 (``s >= exact_one`` for every window)
+        and at a constant rate, step ``i`` of every window has the same ``a_i
+        = beta1**i`` and ``b_i = beta2**(i/2)``: a window of ``K`` summed steps
+        is ``c**(k - k_ref)`` times the first ``K`` terms of one sequence
+        ``c**(k_ref - i) a_i / (b_i x + eps)`` (``k_ref`` the longest). All
+        windows are summed as in :meth:`_smooth_sums`, through interpolants in
+        ``log x`` on pieces of ``PIECE_WIDTH``, but the pieces are common, over
+        every window's range of ``x``, and the node values come from the
+        sequence: its steps are cut where some window's summed steps end, each
+        stretch summed once by the blocks (:meth:`_blocks`, held to ``tol /
+        64``) at every node, and a window's values are the running sum of the
+        stretches up to its end. A training step late in a long run (its rows
+        last touched one to ``10**5`` steps before) sums one sequence of its
+        longest window instead of one window per row, and an entry costs a
+        logarithm and one Clenshaw recurrence.
+
+        All terms are positive, so the running sum of ``n`` stretches errs by
+        at most ``n`` float64 roundings of the sum: it applies where that is
+        below ``tol / 64`` (float32 and narrower). Also required: ``eps >
+        0``, terms that do not grow along the window (:attr:`reverse` false),
+        ``c**k_ref`` above ``exp(-MAX_SCALE_LOG)`` (so that the scales
+        ``c**(k - k_ref)`` are finite), ``PREFIX_WINDOWS`` windows and
+        ``SMOOTH_ENTRIES`` entries a piece. The steps beyond each window's
+        summed ones are the geometric tail of :meth:`_summed_steps`, found for
+        the largest ``x`` of all windows.
+        """
+        live = k > 0
+        if (
+            self.rate.constant is None
+            or self.reverse
+            or not self.eps > 0
+            or not 0.0 < self.decay2 < 1.0
+            or self.decay1 == 0.0
+            or np.count_nonzero(live) < PREFIX_WINDOWS
+            or int(s[live].min()) < self.exact_one
+        ):
+            return None
+        s_ref = int(s[live].min())
+        b_top = np.array([math.sqrt(self.decay2)])  # b_1: the bias corrections are 1
+        x_hi = np.array([float(x_max[live].max())])
+        low, top, lo, pieces, width = self._pieces(np.array([float(x_min[live].min())]), x_hi, b_top)
+        if x.size < SMOOTH_ENTRIES * int(pieces[0]):
+            return None
+        window = int(self._block_window(np.array([s_ref]), x_hi)[0])
+        count = np.minimum(k, window)
+        summed = self._summed_steps(s, count, np.zeros(s.shape, dtype=np.int64), np.broadcast_to(x_hi, s.shape))
+        tail = self._geometric_sum(k, summed + 1, count)
+        ends = np.unique(summed[summed > 0])
+        k_ref = int(ends[-1]) if ends.size else 0
+        stretches = ends.size
+        if stretches * 2.0**-47 > self.tol or (self.c < 1.0 and k_ref * -math.log(self.c) > MAX_SCALE_LOG):
+            return None
+        acc = np.zeros(x.shape, dtype=self.dtype)
+        const = tail
+        if stretches:
+            skip = np.concatenate([[0], ends[:-1]])
+            ref = np.full(stretches, s_ref, dtype=np.int64)
+            spread = np.full(stretches, low[0]), np.full(stretches, x_hi[0])
+            stretch_const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms, _ = self._blocks(
+                ref, np.full(stretches, k_ref, dtype=np.int64), *spread, steps=(skip, ends - skip)
+            )
+            n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
+            node_x = _log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
+            at_nodes = np.zeros((stretches, node_x.size))
+            has = np.flatnonzero(blk_count > 0)
+            # the stretches' blocks at every node, in batches of about NODE_BATCH values
+            cum, per, done = np.cumsum(blk_count[has]), max(1, NODE_BATCH // node_x.size), 0
+            while done < has.size:
+                upto = max(done + 1, int(np.searchsorted(cum, (cum[done - 1] if done else 0) + per, side="right")))
+                mine, done = has[done:upto], upto
+                blk = np.arange(blk_start[mine[0]], blk_start[mine[-1]] + blk_count[mine[-1]])
+                values = self._evaluate(
+                    np.broadcast_to(node_x, (blk.size, node_x.size)), b_c[blk], t_mid[blk], t_half[blk],
+                    coef[blk, : terms[blk].max()], dtype=np.dtype(np.float64),
+                )
+                at_nodes[mine] = np.add.reduceat(values, blk_start[mine] - blk_start[mine[0]], axis=0)
+            # each window: the running sums up to its end, scaled by c**(k - k_ref)
+            which = np.searchsorted(ends, summed)
+            summing = summed > 0
+            with np.errstate(over="ignore"):
+                scale = np.where(summing, self.c ** (k - k_ref).astype(np.float64), 0.0)
+            sums = np.cumsum(at_nodes, axis=0)[np.minimum(which, stretches - 1)] * scale[:, None]
+            const = const + np.cumsum(stretch_const)[np.minimum(which, stretches - 1)] * scale
+            coef_y = _log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
+            one = np.ones(x.shape[0])
+            acc[...] = _log_interpolate(
+                x, coef_y, low[0] * one, top[0] * one, lo[0] * one, width[0] * one, pieces[0] * one.astype(np.int64),
+                row_class * int(pieces[0]),
+            )
+        return acc, const[row_class]
+
     def _smooth_sums(
         self,
         x: np.ndarray,
@@ -808,13 +929,11 @@ class AdamCoasting:
         b_top = b_c[blk_start[classes]]  # the window's largest b: its first block's
         low, top, lo, pieces, width = self._pieces(x_min[classes], x_max[classes], b_top)
         n = int(self._piece_terms(width / 2, b_top * top / self.eps).max())
-        theta = np.pi * (np.arange(n) + 0.5) / n
         # the nodes: piece by piece of each window, n each
         piece_class = np.repeat(np.arange(classes.size), pieces)
         first_piece = np.cumsum(pieces) - pieces
         offset = np.arange(piece_class.size) - first_piece[piece_class]
-        centre = lo[piece_class] + width[piece_class] * (offset + 0.5)
-        node_x = np.exp(centre[:, None] + (width[piece_class] / 2)[:, None] * np.cos(theta)[None, :])
+        node_x = _log_nodes(lo[piece_class] + width[piece_class] * offset, width[piece_class], n)
         # every block of a window (a row each) at every node of its pieces (the columns), summed over the blocks
         at_nodes = np.empty((piece_class.size, n))
         for c in range(classes.size):
@@ -825,18 +944,10 @@ class AdamCoasting:
                 x_c, b_c[blk], t_mid[blk], t_half[blk], coef[blk, : terms[blk].max()], dtype=np.dtype(np.float64)
             )
             at_nodes[mine] = values.sum(axis=0).reshape(pieces[c], n)
-        coef_y = at_nodes @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
-        coef_y[:, 0] /= 2
-        # the entries: the piece of each, and its interpolant by Clenshaw's recurrence, in float64
         local = np.searchsorted(classes, row_class)
-        y = np.log(np.clip(x.astype(np.float64), low[local][:, None], top[local][:, None]))
-        pos = (y - lo[local][:, None]) / np.maximum(width[local], 1e-300)[:, None]
-        piece = np.clip(np.floor(pos), 0, (pieces[local] - 1)[:, None])
-        u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
-        which = first_piece[local][:, None] + piece.astype(np.int64)
-        if n == 1:
-            return coef_y[which, 0].astype(self.dtype)
-        return _clenshaw(u, lambda j: coef_y[which, j], n).astype(self.dtype)
+        return _log_interpolate(
+            x, _log_coefficients(at_nodes), low[local], top[local], lo[local], width[local], pieces[local], first_piece[local]
+        ).astype(self.dtype)
 
     def _pieces(self, x_min: np.ndarray, x_max: np.ndarray, b_top: np.ndarray) -> tuple[np.ndarray, ...]:
         """Windows' ranges of ``x`` for :meth:`_smooth_sums`: ``(x_lo, x_max, log x_lo, pieces, width)``.
@@ -903,13 +1014,16 @@ class AdamCoasting:
         x_max: np.ndarray,
         windows: np.ndarray | None = None,
         entries: np.ndarray | None = None,
+        steps: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, ...]:
         """The Chebyshev blocks of the dormant windows ``(s, k)`` for ``x = sqrt(v)`` in ``[x_min, x_max]`` (one per window).
 
         ``windows`` is :meth:`_block_window` of ``(s, x_max)``, computed here
         unless given (and unused for windows cut from the end); ``entries``
         the number of entries each window sums (none summed through log x
-        pieces when not given).
+        pieces when not given). ``steps``, when given, is ``(skip, count)``:
+        each window sums its steps ``skip + 1 .. skip + count`` and nothing
+        else, every block held to ``tol / 64`` (:meth:`_prefix_sums`).
 
         Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms,
         smooth)``: per window, the weight ``sum w_i`` of its terms whose ``b_i
@@ -922,14 +1036,17 @@ class AdamCoasting:
         of ``H(t) = sum w_i / (1 - e_i t)`` on it, and how many of them it
         needs.
         """
-        if self.reverse:  # the last steps of each gap
+        if steps is not None:
+            skip, count_steps = steps
+        elif self.reverse:  # the last steps of each gap
             count_steps = np.minimum(k, self._reverse_window(s, k))
             skip = k - count_steps
         else:
             count_steps = np.minimum(k, self._block_window(s, x_max) if windows is None else windows)
             skip = np.zeros(s.shape, dtype=np.int64)
         tail = np.zeros(s.size)
-        if self.rate.constant is not None and s.size and int((s + skip + count_steps).max()) >= self.exact_one:
+        geometric = steps is None and self.rate.constant is not None and s.size > 0
+        if geometric and int((s + skip + count_steps).max()) >= self.exact_one:
             # from where every term is w / eps and w geometric (the bias corrections 1): one sum (_summed_steps)
             summed = self._summed_steps(s, count_steps, skip, x_max)
             tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
@@ -966,7 +1083,7 @@ class AdamCoasting:
         t_half = np.maximum((t_hi - t_lo) / 2, t_hi * 2.0**-30)
         # windows of many blocks, with entries enough to pay for their pieces' nodes, are summed through log x
         # pieces, and their blocks held to a tighter tolerance
-        smooth = np.zeros(s.size, dtype=bool)
+        smooth = np.full(s.size, steps is not None)
         many = np.flatnonzero(count >= SMOOTH_BLOCKS) if entries is not None else np.zeros(0, dtype=np.int64)
         if many.size:
             pieces = self._pieces(x_min[many], x_max[many], b_c[start[many]])[3]
@@ -1125,11 +1242,14 @@ class AdamCoasting:
         """
         i0 = start - s
         j = start.astype(np.float64) + offset
+        # from exact_one on both bias corrections round to 1 (beta**j < 2**-54): dividing by them changes nothing
+        young = np.flatnonzero(j < self.exact_one)
         with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
             a = self._powers(self.decay1, 1.0, i0) * np.power(self.decay1, offset)
-            a /= _one_minus_power(self.beta1, j)
             b = self._powers(self.decay2, 0.5, i0) * np.power(self.decay2, offset / 2)
-            b /= np.sqrt(_one_minus_power(self.beta2, j))
+            if young.size:
+                a[young] /= _one_minus_power(self.beta1, j[young])
+                b[young] /= np.sqrt(_one_minus_power(self.beta2, j[young]))
             if self.c != 1.0:
                 a *= self.c ** (k - i0).astype(np.float64) * np.power(self.c, -offset)
             if self.rate.constant is None:
@@ -1245,6 +1365,37 @@ class AdamCoasting:
     def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray, kind: np.ndarray) -> np.ndarray:
         """Gauss nodes each piece (``2**level`` steps from global step ``start``) needs, its error below ``tol / 8``.
 
+        The bound (:meth:`_node_bound`) depends on the start through the bias
+        corrections alone at a constant rate. Where both have settled on the
+        piece's widest ellipse (``beta**t <= 2**-60`` from its leftmost point
+        ``t`` on: every factor they bring is within ``2**-58`` of its limit),
+        it is taken once per level (and flatness) at that limit, raised by
+        ``2**-50``: a training step's thousands of pieces late in training
+        share a few dozen bounds.
+        """
+        if self.rate.constant is None or not start.size:
+            return self._node_bound(start, level, flat, kind)
+        half = (np.ldexp(1.0, level) - 1.0) / 2
+        leftmost = start + half - half * math.hypot(1.0, float(PIECE_SIGMAS.max()))
+        settled = leftmost >= self._bias_settled
+        out = np.empty(start.size, dtype=np.int64)
+        out[~settled] = self._node_bound(start[~settled], level[~settled], flat[~settled], kind[~settled])
+        if settled.any():
+            codes, which = np.unique(level[settled] * 2 + flat[settled], return_inverse=True)
+            limit, constant = np.full(codes.size, np.inf), np.zeros(codes.size, dtype=np.int64)
+            shared = self._node_bound(limit, codes >> 1, (codes & 1).astype(bool), constant, slack=True)
+            out[settled] = shared[which.reshape(-1)]
+        return out
+
+    def _node_bound(
+        self, start: np.ndarray, level: np.ndarray, flat: np.ndarray, kind: np.ndarray, slack: bool = False
+    ) -> np.ndarray:
+        """:meth:`_piece_nodes` for each piece: the bound on its Bernstein ellipses, below.
+
+        ``start`` may be infinite (the limit of settled bias corrections);
+        ``slack`` adds ``2**-56`` to ``psi`` and ``2**-50`` of the bound, which
+        cover a settled piece's finite start.
+
         The piece's terms ``G(j) = A(j) / (B(j) x + eps)`` (``A = c**(T-j)
         d1**(j-s) / (1 - beta1**j)``, ``B = d2**((j-s)/2) / sqrt(1 -
         beta2**j)``) are analytic in ``j`` for ``Re j > 0``. On the Bernstein
@@ -1288,6 +1439,8 @@ class AdamCoasting:
                 psi = minor * self._rates[1] + np.arctan(r * np.minimum(1.0, minor * log2) / (1.0 - r)) / 2
                 top = _one_minus_power(self.beta2, centre + major) + r * np.minimum(2.0, minor * log2)
                 ratio = np.exp(self._rates[1] * (major + h)) * np.sqrt(top / _one_minus_power(self.beta2, start[:, None] + 0.0))
+                if slack:
+                    psi = psi + 2.0**-56
                 shaped = bound * np.maximum(ratio, 1.0) / np.cos(psi / 2)
                 bound = np.where(flat[:, None], bound, np.where(psi < np.pi, shaped, np.inf))
             bound = np.where(left > 0, bound, np.inf)
@@ -1295,6 +1448,8 @@ class AdamCoasting:
                 bound *= analytic_rates.growth(self.rate.schedule, kind[:, None], start[:, None], n, centre, major, minor)
                 if self.weight_decay:  # the decay after j, c**-(j - start) on the piece's run, c >= c_low
                     bound *= np.exp(-math.log(self._c_low) * (major + h))
+            if slack:
+                bound = bound * (1.0 + 2.0**-50)
             terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
         best = np.fmin.reduce(np.ceil(terms), axis=1)  # the best sigma; NaN only where none applies
         return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)
@@ -1659,6 +1814,49 @@ def _clenshaw(
         result -= b2
     result += coefficient(0)
     return result
+
+
+def _log_nodes(start: np.ndarray, width: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` Chebyshev nodes (of the first kind) in ``x`` of each piece ``[start, start + width]`` of ``log x``, ``(pieces, n)``."""
+    theta = np.pi * (np.arange(n) + 0.5) / n
+    return np.exp((start + width / 2)[:, None] + (width / 2)[:, None] * np.cos(theta)[None, :])
+
+
+def _log_coefficients(at_nodes: np.ndarray) -> np.ndarray:
+    """The Chebyshev coefficients of the interpolants through the values ``at_nodes`` (last axis: :func:`_log_nodes`'s)."""
+    n = at_nodes.shape[-1]
+    theta = np.pi * (np.arange(n) + 0.5) / n
+    coef = at_nodes @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
+    coef[..., 0] /= 2
+    return coef
+
+
+def _log_interpolate(
+    x: np.ndarray,
+    coef: np.ndarray,
+    low: np.ndarray,
+    top: np.ndarray,
+    lo: np.ndarray,
+    width: np.ndarray,
+    pieces: np.ndarray,
+    first: np.ndarray,
+) -> np.ndarray:
+    """The piecewise interpolants in ``log x`` at rows ``x`` (``(R, C)``), in float64, by Clenshaw's recurrence.
+
+    Row ``r`` uses the pieces ``first[r] .. first[r] + pieces[r] - 1`` of
+    ``coef`` (one piece a row, :func:`_log_coefficients`), of width
+    ``width[r]`` from ``lo[r] = log low[r]``; its ``x`` is clipped to
+    ``[low[r], top[r]]``.
+    """
+    n = coef.shape[-1]
+    y = np.log(np.clip(x.astype(np.float64), low[:, None], top[:, None]))
+    pos = (y - lo[:, None]) / np.maximum(width, 1e-300)[:, None]
+    piece = np.clip(np.floor(pos), 0, (pieces - 1)[:, None])
+    u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
+    which = first[:, None] + piece.astype(np.int64)
+    if n == 1:
+        return coef[which, 0]
+    return _clenshaw(u, lambda j: coef[which, j], n)
 
 
 def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
