@@ -88,7 +88,8 @@ def dd_matmul2(x: tuple[DD, DD, DD, DD], y: tuple[DD, DD, DD, DD]) -> tuple[DD, 
 def dd_matpow2(m: tuple[DD, DD, DD, DD], k: np.ndarray) -> tuple[np.ndarray, ...]:
     """``m**k`` for each non-negative integer in ``k``, rounded to float64 at the end: entries ``(a, b, c, d)``.
 
-    ``m`` holds scalar (0-d) double-doubles shared by every ``k``. Binary
+    ``m`` holds double-doubles that broadcast against ``k``: scalars (0-d)
+    shared by every ``k``, or one matrix per ``k``. Binary
     powering: at most ``k.max().bit_length()`` squarings, so the cost is bounded
     by 63 whatever ``k``.
     """

@@ -31,8 +31,10 @@ analogue.
 
 Under a learning-rate schedule (``lr`` a callable ``t -> lr_t``) each step
 uses its own rate; a dormant step ``j`` is ``M_j`` with ``lr_j``, and a gap is
-the ordered product ``M_t ... M_{s+1}``, formed once per distinct last step
-(multiplied in pairs: O(gap) per distinct last step, float64). Without weight
+the ordered product ``M_t ... M_{s+1}``, formed for every distinct last step
+in one pass from ``t`` back to the earliest (float64; a built-in schedule's
+stretches of one constant rate are matrix powers): O(longest gap) rates per
+catch-up, O(its non-constant steps) for a built-in schedule. Without weight
 decay the product is ``[[1, -sum_i lr_{s+i} mu**i], [0, mu**k]]`` and only the
 first few hundred steps of the sum count (``mu = 0.9``; about ``39 / (1 -
 mu)``): O(1 / (1 - mu)) rates per distinct last step, whatever the gap.
@@ -62,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
 from sparse_opt._gather import gather, scatter
@@ -138,8 +141,13 @@ class SparseSgdConfig:
         return {**config_scalars(self), "lr": LearningRate(self.lr).config_value()}
 
 
-def sgd_dormant_map(k: np.ndarray, *, lr: float, weight_decay: float, momentum: float) -> tuple[np.ndarray, ...]:
+def sgd_dormant_map(
+    k: np.ndarray, *, lr: float | np.ndarray, weight_decay: float, momentum: float
+) -> tuple[np.ndarray, ...]:
     """``M**k`` for each gap in ``k`` (int64 array): entries ``(a, b, c, d)`` of ``[[a, b], [c, d]]``, float64.
+
+    ``lr`` is one rate for every gap, or one rate per gap (an array of ``k``'s
+    shape: a schedule's stretches of one constant rate).
 
     ``M = [[1 - lr*wd, -lr*mu], [wd, mu]]`` maps ``(p, buf)`` over one dormant
     step (module docstring). Its entries are formed and powered in
@@ -161,35 +169,124 @@ def sgd_scheduled_map(
 ) -> tuple[np.ndarray, ...]:
     """``M_through ... M_{s+1}`` for each ``s`` in ``starts`` under a schedule: ``(a, b, c, d)``, float64.
 
-    ``M_j = [[1 - lr_j*wd, -lr_j*mu], [wd, mu]]``. The factors of a gap are
-    multiplied in pairs (later times earlier), ``DECAY_BLOCK`` steps at a time:
-    O(gap) per start. Without weight decay and with ``0 <= mu < 1`` the product
-    is ``[[1, -sum_{i=1}^{k} lr_{s+i} mu**i], [0, mu**k]]``, and the sum stops
-    after ``n`` steps once the rest, at most ``peak mu**(n+1) / (1 - mu)`` (every
-    rate is at most the schedule's peak), is below ``2**-56`` of the partial
-    sum: about ``56 log 2 / (1 - mu)`` steps (390 for ``mu = 0.9``), more
-    while the rates are far below the peak, never the gap (:func:`_momentum_sums`).
+    ``M_j = [[1 - lr_j*wd, -lr_j*mu], [wd, mu]]``. The steps from the
+    earliest start to ``through`` are cut at every start into *items*, each
+    multiplied out once, and the items are chained from ``through`` back:
+    ``P(s) = P(s') M_s' ... M_{s+1}`` for the next later start ``s'``, so a
+    catch-up costs its longest gap, not the sum of its rows' gaps. A stretch
+    where a built-in schedule's rate is one constant
+    (:mod:`sparse_opt._analytic_rates`: after a warm-up or a cosine, a period
+    of a step decay, an exponential rounded to 0) is one item, a power ``M**n``
+    (:func:`sgd_dormant_map`, all of them in one call: O(log n)); the other
+    steps come in items of at most ``DECAY_BLOCK``, multiplied in pairs, all
+    items of a batch at once (:func:`_item_products`): O(their number), in
+    float64, so that a map of ``k`` steps carries up to ``k`` roundings (as
+    dense SGD's own float64 steps do). Without weight decay and with ``0 <=
+    mu < 1`` the product is ``[[1, -sum_{i=1}^{k} lr_{s+i} mu**i], [0,
+    mu**k]]``, and the sum stops after ``n`` steps once the rest, at most
+    ``peak mu**(n+1) / (1 - mu)`` (every rate is at most the schedule's peak),
+    is below ``2**-56`` of the partial sum: about ``56 log 2 / (1 - mu)`` steps
+    (390 for ``mu = 0.9``), more while the rates are far below the peak, never
+    the gap (:func:`_momentum_sums`).
     """
     if not weight_decay and 0.0 <= momentum < 1.0:
         return _momentum_sums(starts, through, rates, momentum)
-    out = [np.ones(starts.size), np.zeros(starts.size), np.zeros(starts.size), np.ones(starts.size)]
-    for n, s in enumerate(starts.tolist()):
-        acc = (1.0, 0.0, 0.0, 1.0)
-        for lo in range(s + 1, through + 1, DECAY_BLOCK):
-            lr = rates.over(lo, min(through + 1, lo + DECAY_BLOCK))
-            m = [1.0 - lr * weight_decay, -lr * momentum, np.full(lr.size, weight_decay), np.full(lr.size, momentum)]
-            while m[0].size > 1:  # pairwise: M_{2i+1} @ M_{2i}, the odd one carried
-                odd = m[0].size % 2
-                e = [x[0 : x.size - odd : 2] for x in m]  # earlier
-                q = [x[1::2] for x in m]  # later
-                prod = [q[0] * e[0] + q[1] * e[2], q[0] * e[1] + q[1] * e[3], q[2] * e[0] + q[3] * e[2],
-                        q[2] * e[1] + q[3] * e[3]]
-                m = [np.concatenate([x, y[-1:]]) if odd else x for x, y in zip(prod, m)]
-            a, b, c, d = (float(x[0]) for x in m)
-            acc = (a * acc[0] + b * acc[2], a * acc[1] + b * acc[3], c * acc[0] + d * acc[2], c * acc[1] + d * acc[3])
-        for x, y in zip(out, acc):
-            x[n] = y
-    return tuple(out)
+    unique, inverse = np.unique(starts, return_inverse=True)
+    out = np.zeros((4, unique.size))
+    out[[0, 3]] = 1.0  # the identity, for the starts at through
+    first = int(unique[0]) + 1
+    if first > through:
+        return tuple(out[:, inverse.reshape(-1)])
+    lo, hi, constant = _items(rates, unique[unique < through] + 1, first, through)
+    products = np.empty((4, lo.size))
+    if constant.any():
+        lr = rates.at_steps(lo[constant])
+        k = hi[constant] - lo[constant] + 1
+        products[:, constant] = sgd_dormant_map(k, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    walked = np.flatnonzero(~constant)
+    size = hi[walked] - lo[walked] + 1
+    batch = np.unique(np.searchsorted(np.cumsum(size), np.arange(0, int(size.sum()), DECAY_BLOCK), side="right"))
+    for a, b in zip(batch.tolist(), [*batch[1:].tolist(), walked.size]):  # about DECAY_BLOCK steps a batch
+        items = walked[a:b]
+        steps = np.repeat(lo[items], size[a:b]) + np.arange(int(size[a:b].sum())) - np.repeat(np.cumsum(size[a:b]) - size[a:b], size[a:b])
+        products[:, items] = _item_products(rates.at_steps(steps), size[a:b], weight_decay, momentum)
+    # chain the items from the latest back; each start's map is the product down to its first step
+    record = np.searchsorted(lo, unique + 1)  # the item that starts at s + 1
+    acc_a, acc_b, acc_c, acc_d = 1.0, 0.0, 0.0, 1.0
+    wanted = {int(item): n for n, item in enumerate(record.tolist()) if unique[n] < through}
+    for item in range(lo.size - 1, -1, -1):
+        a, b, c, d = products[:, item].tolist()
+        acc_a, acc_b, acc_c, acc_d = acc_a * a + acc_b * c, acc_a * b + acc_b * d, acc_c * a + acc_d * c, acc_c * b + acc_d * d
+        if item in wanted:
+            out[:, wanted[item]] = acc_a, acc_b, acc_c, acc_d
+    return tuple(out[:, inverse.reshape(-1)])
+
+
+def _items(rates: LearningRate, cuts: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The items ``(lo, hi, constant)`` (inclusive, in order) tiling steps ``first .. last``, cut at ``cuts``.
+
+    ``constant`` marks the stretches where a built-in schedule's rate is one
+    constant (:func:`sparse_opt._analytic_rates.segments`); the other steps are
+    also cut every ``DECAY_BLOCK`` steps.
+    """
+    flat_lo = flat_hi = np.zeros(0, dtype=np.int64)
+    if analytic_rates.supports(rates.schedule):
+        _, seg_lo, seg_hi, kind, _, _ = analytic_rates.segments(rates.schedule, np.array([first]), np.array([last]))
+        flat = (kind == analytic_rates.CONSTANT) & (seg_hi > seg_lo)
+        flat_lo, flat_hi = seg_lo[flat], seg_hi[flat]
+    # the walked regions between the constant stretches, cut every DECAY_BLOCK steps
+    gap_lo = np.concatenate([[first], flat_hi + 1])
+    gap_hi = np.concatenate([flat_lo - 1, [last]])
+    keep = gap_lo <= gap_hi
+    gap_lo, gap_hi = gap_lo[keep], gap_hi[keep]
+    blocks = (gap_hi - gap_lo) // DECAY_BLOCK
+    owner = np.repeat(np.arange(gap_lo.size), blocks)
+    inner = gap_lo[owner] + DECAY_BLOCK * (np.arange(owner.size) - (np.cumsum(blocks) - blocks)[owner] + 1)
+    points = np.unique(np.concatenate([[first, last + 1], cuts, flat_lo, flat_hi + 1, inner]))
+    points = points[(points >= first) & (points <= last + 1)]
+    lo, hi = points[:-1], points[1:] - 1
+    constant = np.zeros(lo.size, dtype=bool)
+    if flat_lo.size:  # an item lies in the last stretch that starts at or before it, or in none
+        inside = np.searchsorted(flat_lo, lo, side="right") - 1
+        constant = (inside >= 0) & (lo <= flat_hi[np.maximum(inside, 0)])
+    return lo, hi, constant
+
+
+def _item_products(lr: np.ndarray, sizes: np.ndarray, weight_decay: float, momentum: float) -> np.ndarray:
+    """``M_n ... M_1`` of each item, ``(4, items)``: the rates ``lr`` of the items' steps, item after item, ``sizes`` each.
+
+    Each item is padded to a power of two with identity matrices and the items
+    are laid out largest first; a level multiplies neighbours in pairs (later
+    times earlier) over the items still longer than one, so that all items
+    take ``log2`` of the longest's length numpy passes.
+    """
+    padded = np.left_shift(1, np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64))
+    order = np.argsort(-padded, kind="stable")
+    at = np.cumsum(padded[order]) - padded[order]  # each item's place, largest first
+    src = np.cumsum(sizes) - sizes
+    count = sizes[order]
+    within = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    dst = np.repeat(at, count) + within
+    rate = lr[np.repeat(src[order], count) + within]
+    total = int(padded.sum())
+    m = [np.ones(total), np.zeros(total), np.zeros(total), np.ones(total)]
+    m[0][dst], m[1][dst], m[2][dst], m[3][dst] = 1.0 - rate * weight_decay, -rate * momentum, weight_decay, momentum
+    out = np.empty((4, sizes.size))
+    length = padded[order].copy()
+    live = sizes.size
+    while live:
+        done = int(np.count_nonzero(length[:live] == 1))  # the smallest items, at the end
+        if done:
+            for e, x in zip(out, m):
+                e[order[live - done : live]] = x[x.size - done :]
+            live -= done
+            m = [x[: x.size - done] for x in m]
+        if not live:
+            break
+        e, q = [x[0::2] for x in m], [x[1::2] for x in m]  # earlier, later
+        m = [q[0] * e[0] + q[1] * e[2], q[0] * e[1] + q[1] * e[3], q[2] * e[0] + q[3] * e[2], q[2] * e[1] + q[3] * e[3]]
+        length[:live] //= 2
+    return out
 
 
 def _momentum_sums(starts: np.ndarray, through: int, rates: LearningRate, momentum: float) -> tuple[np.ndarray, ...]:
