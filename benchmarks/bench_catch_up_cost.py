@@ -26,7 +26,8 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    in which every row has been touched and row ``r`` (by Zipf rank) was last
    touched about ``r`` steps ago (times a uniform factor in [0.5, 2]): the
    touched rows' gaps spread from one step to 10**5 and beyond, as a long run's
-   would, instead of the few dozen steps of 1.
+   would, instead of the few dozen steps of 1. With a schedule grid
+   (``--schedule-scales``), also under the schedule of 3, as Adam.
 
 Run from the repository root::
 
@@ -143,8 +144,11 @@ def gap_times(
     return out[0], out[1]
 
 
-def late_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: float) -> tuple[float, float, float]:
-    """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY from a late state (module docstring, 4), and their ratio."""
+def late_ratio(
+    args: argparse.Namespace, scale: float, beta1: float, beta2: float, scheduled: bool = False
+) -> tuple[float, float, float]:
+    """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY from a late state (module docstring, 4), and their ratio
+    (``scheduled``: both under :data:`SCHEDULE`, as Adam)."""
     rng = np.random.default_rng([args.seed, 3])
     base = rng.standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
     rank = np.arange(1, args.rows + 1)
@@ -153,7 +157,7 @@ def late_ratio(args: argparse.Namespace, scale: float, beta1: float, beta2: floa
     modes = ("dense_equivalent", "dormancy_decay")
     opts = []
     for mode in modes:
-        opt = make_optimizer(base.copy(), mode, beta1, beta2)
+        opt = make_optimizer(base.copy(), mode, beta1, beta2, scheduled)
         state = opt.state_dict()
         state.update(step_count=np.int64(LATE_STEP), last_step=LATE_STEP - gaps)
         state.update(m=(x * rng.uniform(-1.0, 1.0, x.shape)).astype(args.dtype), v=(x * x).astype(args.dtype))
@@ -260,6 +264,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
             de, dd, ratio = late_ratio(args, scale, beta1, beta2)
             print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
+        if args.schedule_scales:
+            print(f"\n## Late training under the schedule ({SCHEDULE!r}; Adam), otherwise as above\n")
+            print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7}")
+            for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
+                de, dd, ratio = late_ratio(args, scale, beta1, beta2, scheduled=True)
+                print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
     print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
 
 

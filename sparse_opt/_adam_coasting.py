@@ -115,7 +115,17 @@ window's length, cut at most once per window, instead of one window per row
 (about 10x a ``DORMANCY_DECAY`` step instead of 30x to 80x, RESULTS.md). The
 running sums add positive terms, within ``n`` float64 roundings over ``n``
 stretches: float32 and narrower tables only (in float64 that is more than the
-catch-up's tolerance, and the windows are summed one by one).
+catch-up's tolerance, and the windows are summed one by one). Under a
+schedule, without weight decay, a window's rates are not one sequence of
+``i`` but a few, each times a factor of the window's last step
+(:meth:`AdamCoasting._rate_sequences`): a warm-up's ``lr j / W`` is ``lr s / W``
+plus ``(lr / W) i``, and a cosine's rate at ``s + i`` is its rate at ``s``
+plus multiples of ``sin(omega i)**2`` and ``sin(2 omega i)``. Each sequence
+is summed as above (two or three instead of one), and each window combines
+them; where the factors differ in sign (a cosine) the combination can cancel,
+so the sequences are summed to ``tol / 16`` and the windows' cancellation is
+held below ``MAX_CANCELLATION`` (it is ``1 + O(omega K)``: about 2 at most
+half-way down a cosine of two million steps).
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
@@ -256,6 +266,7 @@ import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt._discrete_gauss import rules as gauss_rules
+from sparse_opt import schedules
 from sparse_opt._rates import LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
@@ -297,6 +308,8 @@ PIECE_SIGMAS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 2.5])
 PREFIX_WINDOWS = 8
 #: Largest ``-log`` of the scale ``c**k`` that :meth:`AdamCoasting._prefix_sums` applies (its inverse must be finite).
 MAX_SCALE_LOG = 600.0
+#: Largest cancellation between the sequences of a schedule's rates that :meth:`AdamCoasting._rate_sequences` accepts.
+MAX_CANCELLATION = 8.0
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
 
@@ -368,6 +381,7 @@ class AdamCoasting:
         self._rates = (l1, l2)
         self._recent_step = -1
         self._recent = np.zeros((self.terms, 0))
+        self._summer: AdamCoasting | None = None  # _rate_summer
         self._rho_powers = self._rho_power(np.arange(max(self.window, 1), dtype=np.float64)) if self.window else None
         size = min(self.settled, MAX_TABLE)
         self._full = np.zeros((size, self.terms))
@@ -802,36 +816,38 @@ class AdamCoasting:
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`_sum_rows` for many windows late in training, through prefix sums at shared nodes; None where it does not apply.
 
-        Once both bias corrections are 1 (``s >= exact_one`` for every window)
-        and at a constant rate, step ``i`` of every window has the same ``a_i
-        = beta1**i`` and ``b_i = beta2**(i/2)``: a window of ``K`` summed steps
-        is ``c**(k - k_ref)`` times the first ``K`` terms of one sequence
-        ``c**(k_ref - i) a_i / (b_i x + eps)`` (``k_ref`` the longest). All
-        windows are summed as in :meth:`_smooth_sums`, through interpolants in
-        ``log x`` on pieces of ``PIECE_WIDTH``, but the pieces are common, over
-        every window's range of ``x``, and the node values come from the
-        sequence: its steps are cut where some window's summed steps end, each
-        stretch summed once by the blocks (:meth:`_blocks`, held to ``tol /
-        64``) at every node, and a window's values are the running sum of the
-        stretches up to its end. A training step late in a long run (its rows
-        last touched one to ``10**5`` steps before) sums one sequence of its
-        longest window instead of one window per row, and an entry costs a
+        Once both bias corrections are 1 (``s >= exact_one`` for every window),
+        step ``i`` of every window has the same ``a_i = beta1**i`` and ``b_i =
+        beta2**(i/2)``: at a constant rate, a window of ``K`` summed steps is
+        ``c**(k - k_ref)`` times the first ``K`` terms of one sequence
+        ``c**(k_ref - i) a_i / (b_i x + eps)`` (``k_ref`` the longest); under a
+        schedule without weight decay, a combination of the first ``K`` terms of
+        a few sequences ``shape_m(i) a_i / (b_i x + eps)`` with factors of its
+        last step (:meth:`_rate_sequences`). All windows are summed as in
+        :meth:`_smooth_sums`, through interpolants in ``log x`` on pieces of
+        ``PIECE_WIDTH``, but the pieces are common, over every window's range
+        of ``x``, and the node values come from the sequences: their steps are
+        cut where some window's summed steps end, each stretch summed once by
+        the blocks (:meth:`_terms_blocks`, held to ``tol / 64``) at every node,
+        and a window's values are the running sums of the stretches up to its
+        end, combined. A training step late in a long run (its rows last
+        touched one to ``10**5`` steps before) sums one to three sequences of
+        its longest window instead of one window per row, and an entry costs a
         logarithm and one Clenshaw recurrence.
 
         All terms are positive, so the running sum of ``n`` stretches errs by
         at most ``n`` float64 roundings of the sum: it applies where that is
         below ``tol / 64`` (float32 and narrower). Also required: ``eps >
         0``, terms that do not grow along the window (:attr:`reverse` false),
-        ``c**k_ref`` above ``exp(-MAX_SCALE_LOG)`` (so that the scales
-        ``c**(k - k_ref)`` are finite), ``PREFIX_WINDOWS`` windows and
-        ``SMOOTH_ENTRIES`` entries a piece. The steps beyond each window's
-        summed ones are the geometric tail of :meth:`_summed_steps`, found for
-        the largest ``x`` of all windows.
+        at a constant rate ``c**k_ref`` above ``exp(-MAX_SCALE_LOG)`` (so that
+        the scales ``c**(k - k_ref)`` are finite), ``PREFIX_WINDOWS`` windows
+        and ``SMOOTH_ENTRIES`` entries a piece. At a constant rate the steps
+        beyond each window's summed ones are the geometric tail of
+        :meth:`_summed_steps`, found for the largest ``x`` of all windows.
         """
         live = k > 0
         if (
-            self.rate.constant is None
-            or self.reverse
+            self.reverse
             or not self.eps > 0
             or not 0.0 < self.decay2 < 1.0
             or self.decay1 == 0.0
@@ -845,53 +861,163 @@ class AdamCoasting:
         low, top, lo, pieces, width = self._pieces(np.array([float(x_min[live].min())]), x_hi, b_top)
         if x.size < SMOOTH_ENTRIES * int(pieces[0]):
             return None
-        window = int(self._block_window(np.array([s_ref]), x_hi)[0])
-        count = np.minimum(k, window)
-        summed = self._summed_steps(s, count, np.zeros(s.shape, dtype=np.int64), np.broadcast_to(x_hi, s.shape))
-        tail = self._geometric_sum(k, summed + 1, count)
+        count = np.minimum(k, int(self._block_window(np.array([s_ref]), x_hi)[0]))
+        if self.rate.constant is not None:
+            summed = self._summed_steps(s, count, np.zeros(s.shape, dtype=np.int64), np.broadcast_to(x_hi, s.shape))
+            tail = self._geometric_sum(k, summed + 1, count)
+        else:  # under a schedule every summed step is a term
+            summed, tail = count, np.zeros(s.size)
         ends = np.unique(summed[summed > 0])
-        k_ref = int(ends[-1]) if ends.size else 0
         stretches = ends.size
-        if stretches * 2.0**-47 > self.tol or (self.c < 1.0 and k_ref * -math.log(self.c) > MAX_SCALE_LOG):
+        if stretches * 2.0**-47 > self.tol:
             return None
         acc = np.zeros(x.shape, dtype=self.dtype)
-        const = tail
-        if stretches:
-            skip = np.concatenate([[0], ends[:-1]])
-            ref = np.full(stretches, s_ref, dtype=np.int64)
-            spread = np.full(stretches, low[0]), np.full(stretches, x_hi[0])
-            stretch_const, blk_start, blk_count, b_c, t_mid, t_half, coef, terms, _ = self._blocks(
-                ref, np.full(stretches, k_ref, dtype=np.int64), *spread, steps=(skip, ends - skip)
-            )
-            n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
-            node_x = _log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
-            at_nodes = np.zeros((stretches, node_x.size))
-            has = np.flatnonzero(blk_count > 0)
-            # the stretches' blocks at every node, in batches of about NODE_BATCH values
-            cum, per, done = np.cumsum(blk_count[has]), max(1, NODE_BATCH // node_x.size), 0
-            while done < has.size:
-                upto = max(done + 1, int(np.searchsorted(cum, (cum[done - 1] if done else 0) + per, side="right")))
-                mine, done = has[done:upto], upto
-                blk = np.arange(blk_start[mine[0]], blk_start[mine[-1]] + blk_count[mine[-1]])
-                values = self._evaluate(
-                    np.broadcast_to(node_x, (blk.size, node_x.size)), b_c[blk], t_mid[blk], t_half[blk],
-                    coef[blk, : terms[blk].max()], dtype=np.dtype(np.float64),
-                )
-                at_nodes[mine] = np.add.reduceat(values, blk_start[mine] - blk_start[mine[0]], axis=0)
-            # each window: the running sums up to its end, scaled by c**(k - k_ref)
-            which = np.searchsorted(ends, summed)
-            summing = summed > 0
+        if not stretches:
+            return acc, tail[row_class]
+        skip = np.concatenate([[0], ends[:-1]])
+        steps = (np.full(stretches, s_ref, dtype=np.int64), np.full(stretches, int(ends[-1]), dtype=np.int64), skip, ends - skip)
+        if self.rate.constant is not None:  # one sequence, c**(k_ref - i) a_i, scaled by c**(k - k_ref)
+            k_ref = int(ends[-1])
+            if self.c < 1.0 and k_ref * -math.log(self.c) > MAX_SCALE_LOG:
+                return None
+            summer, (owner, b, w) = self, self._window_terms(*steps, np.full(stretches, x_hi[0]))
             with np.errstate(over="ignore"):
-                scale = np.where(summing, self.c ** (k - k_ref).astype(np.float64), 0.0)
-            sums = np.cumsum(at_nodes, axis=0)[np.minimum(which, stretches - 1)] * scale[:, None]
-            const = const + np.cumsum(stretch_const)[np.minimum(which, stretches - 1)] * scale
-            coef_y = _log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
-            one = np.ones(x.shape[0])
-            acc[...] = _log_interpolate(
-                x, coef_y, low[0] * one, top[0] * one, lo[0] * one, width[0] * one, pieces[0] * one.astype(np.int64),
-                row_class * int(pieces[0]),
-            )
+                factors = (self.c ** (k - k_ref).astype(np.float64))[:, None]
+            weights = [w]
+        else:
+            found = self._rate_sequences(s, summed, s_ref)
+            if found is None:
+                return None
+            summer, growth, shapes, factors = found
+            owner, b, w, j = summer._window_terms(*steps, np.full(stretches, x_hi[0]), growth=growth, positions=True)
+            weights = [w * shape(j - s_ref) for shape in shapes]
+        factors = np.where((summed > 0)[:, None], factors, 0.0)
+        which = np.minimum(np.searchsorted(ends, summed), stretches - 1)
+        n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
+        node_x = _log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
+        sums, const = np.zeros((s.size, node_x.size)), tail
+        spread, none = (np.full(stretches, low[0]), np.full(stretches, x_hi[0])), np.zeros(stretches)
+        for w_m, factor in zip(weights, factors.T):
+            blocks = summer._terms_blocks(owner, b, w_m, *spread, none, None, tight=True)
+            at_nodes = summer._stretch_nodes(blocks, node_x, stretches)
+            # each window: the running sums up to its end, times its factor
+            sums += np.cumsum(at_nodes, axis=0)[which] * factor[:, None]
+            const = const + np.cumsum(blocks[0])[which] * factor
+        coef_y = _log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
+        one = np.ones(x.shape[0])
+        acc[...] = _log_interpolate(
+            x, coef_y, low[0] * one, top[0] * one, lo[0] * one, width[0] * one, pieces[0] * one.astype(np.int64),
+            row_class * int(pieces[0]),
+        )
         return acc, const[row_class]
+
+    def _stretch_nodes(self, blocks: tuple[np.ndarray, ...], node_x: np.ndarray, stretches: int) -> np.ndarray:
+        """Each stretch's blocks (:meth:`_terms_blocks`) summed at every node ``node_x``: ``(stretches, nodes)``, float64.
+
+        In batches of about ``NODE_BATCH`` values.
+        """
+        _, blk_start, blk_count, b_c, t_mid, t_half, coef, terms, _ = blocks
+        at_nodes = np.zeros((stretches, node_x.size))
+        has = np.flatnonzero(blk_count > 0)
+        cum, per, done = np.cumsum(blk_count[has]), max(1, NODE_BATCH // node_x.size), 0
+        while done < has.size:
+            upto = max(done + 1, int(np.searchsorted(cum, (cum[done - 1] if done else 0) + per, side="right")))
+            mine, done = has[done:upto], upto
+            blk = np.arange(blk_start[mine[0]], blk_start[mine[-1]] + blk_count[mine[-1]])
+            values = self._evaluate(
+                np.broadcast_to(node_x, (blk.size, node_x.size)), b_c[blk], t_mid[blk], t_half[blk],
+                coef[blk, : terms[blk].max()], dtype=np.dtype(np.float64),
+            )
+            at_nodes[mine] = np.add.reduceat(values, blk_start[mine] - blk_start[mine[0]], axis=0)
+        return at_nodes
+
+    def _rate_sequences(self, s: np.ndarray, summed: np.ndarray, s_ref: int) -> tuple | None:
+        """Under a schedule, the rates of the windows as a few sequences of the dormant step: ``(summer, growth, shapes, factors)``.
+
+        A window from ``s`` has ``lr(s + i) = sum_m factors[s, m] shapes[m](i)``
+        wherever its steps ``s + 1 .. s + summed`` lie in one segment of a
+        built-in schedule (:mod:`sparse_opt._analytic_rates`), every window in
+        the same one, without weight decay:
+
+        - constant: ``lr(lo)`` times 1;
+        - linear warm-up (``lr j / W``): ``lr s / W`` times 1 plus ``lr / W``
+          times ``i``;
+        - cosine (``f + (lr - f) sin(omega (T - j))**2``): with ``u = omega (T
+          - s)``, ``lr(s)`` times 1, ``(lr - f) cos(2u)`` times ``sin(omega
+          i)**2`` and ``-(lr - f) sin(2u) / 2`` times ``sin(2 omega i)``.
+
+        Every shape is positive on the window (``2 omega K <= pi / 2``), so
+        the blocks sum each; the cosine's factors differ in sign, and their
+        sums can cancel by at most ``R = (lr(s) + |a_1| sin(omega K)**2 +
+        |a_2| sin(2 omega K)) / min lr`` over the window (``R <= 1 + O(omega
+        K)``): required below ``MAX_CANCELLATION``, and the sequences are summed
+        to ``tol / 16`` (``summer``, a constant-rate twin held to it) so that
+        the windows keep ``tol``. ``growth`` bounds the shapes on the Gauss
+        rules' ellipses over their least value on each piece (``i = j - s_ref``):
+        ``(C + a) / J0`` for ``i``; ``(sin(omega min(C + a, pi / (2 omega)))**2 +
+        sinh(omega Y)**2) / sin(omega J0)**2`` and likewise for ``sin(2 omega
+        i)``, from ``|sin(x + iy)|**2 = sin(x)**2 + sinh(y)**2``. Exponential
+        schedules and step decays crossing their periods are left to the
+        windows one by one (None).
+        """
+        schedule = self.rate.schedule
+        if self.weight_decay or not analytic_rates.supports(schedule):
+            return None
+        live = summed > 0
+        first, last = s[live] + 1, s[live] + summed[live]
+        _, seg_lo, _, kind, _, _ = analytic_rates.segments(schedule, np.array([first.min()]), np.array([last.max()]))
+        if seg_lo.size != 1 or int(kind[0]) == analytic_rates.EXPONENTIAL:
+            return None
+        kind = int(kind[0])
+        s_f = s.astype(np.float64)
+        one = lambda i: np.ones(np.shape(i))  # noqa: E731
+        if kind == analytic_rates.CONSTANT:
+            shapes, growth = [one], None
+            factors = np.full((s.size, 1), float(schedules.values_at(schedule, seg_lo[:1])[0]))
+        elif kind == analytic_rates.LINEAR:
+            slope = schedule.lr / float(schedule.warmup_steps)
+            shapes = [one, lambda i: i]
+            factors = np.column_stack([slope * s_f, np.full(s.size, slope)])
+
+            def growth(start, n, centre, major, minor):  # noqa: ANN001, ANN202
+                return np.maximum((centre - s_ref + major) / np.maximum(start - s_ref, 1.0), 1.0)
+
+        else:
+            total, warm, peak, final = schedule.total_steps, schedule.warmup_steps, schedule.lr, schedule.final_lr
+            omega = math.pi / (2.0 * (total - warm))
+            reach = float(summed.max())
+            if 2.0 * omega * reach > math.pi / 2:
+                return None
+            u = omega * (total - s).astype(np.float64)  # T - s exact
+            at_s = final + (peak - final) * np.sin(u) ** 2
+            a1, a2 = (peak - final) * np.cos(2.0 * u), -(peak - final) * np.sin(2.0 * u) / 2
+            shapes = [one, lambda i: np.sin(omega * i) ** 2, lambda i: np.sin(2.0 * omega * i)]
+            factors = np.column_stack([at_s, a1, a2])
+            ends = np.column_stack([s + 1, s + np.maximum(summed, 1)]).astype(np.float64)
+            least = (final + (peak - final) * np.sin(omega * (total - ends)) ** 2).min(axis=1)
+            k_f = summed.astype(np.float64)
+            spread = at_s + np.abs(a1) * np.sin(omega * k_f) ** 2 + np.abs(a2) * np.sin(2.0 * omega * k_f)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if not (spread[live] <= MAX_CANCELLATION * least[live]).all():
+                    return None
+
+            def growth(start, n, centre, major, minor):  # noqa: ANN001, ANN202
+                j0 = np.maximum(start - s_ref, 1.0)
+                far = centre - s_ref + major
+                with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                    half = (np.sin(omega * np.minimum(far, reach)) ** 2 + np.sinh(omega * minor) ** 2) / np.sin(omega * j0) ** 2
+                    full = np.sqrt(np.sin(np.minimum(2.0 * omega * far, math.pi / 2)) ** 2 + np.sinh(2.0 * omega * minor) ** 2)
+                    full = full / np.sin(2.0 * omega * j0)
+                return np.maximum(np.maximum(half, full), 1.0)
+
+        return self._rate_summer(), growth, shapes, factors
+
+    def _rate_summer(self) -> AdamCoasting:
+        """A constant-rate twin of this catch-up (``lr = 1``, no decay) held to ``tol / 16`` (:meth:`_rate_sequences`)."""
+        if self._summer is None:
+            self._summer = AdamCoasting(1.0, self.beta1, self.beta2, self.eps, 0.0, self.dtype)
+            self._summer.tol = self.tol / 16
+        return self._summer
 
     def _smooth_sums(
         self,
@@ -1052,9 +1178,28 @@ class AdamCoasting:
             tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
             count_steps = summed
         owner, b, w = self._window_terms(s, k, skip, count_steps, x_max)
+        return self._terms_blocks(owner, b, w, x_min, x_max, tail, entries, tight=steps is not None)
+
+    def _terms_blocks(
+        self,
+        owner: np.ndarray,
+        b: np.ndarray,
+        w: np.ndarray,
+        x_min: np.ndarray,
+        x_max: np.ndarray,
+        tail: np.ndarray,
+        entries: np.ndarray | None,
+        tight: bool = False,
+    ) -> tuple[np.ndarray, ...]:
+        """:meth:`_blocks` from the windows' terms ``(owner, b, w)`` (:meth:`_window_terms`): the same 9-tuple.
+
+        ``tail`` is each window's weight already summed (added to its
+        constant); ``tight`` holds every block to ``tol / 64``.
+        """
+        size = x_min.size
         # a term whose b x stays below tol * eps for every x of its window is w / eps to the dtype's rounding
         flat = b * x_max[owner] <= (self.tol / 4) * self.eps
-        const = self._flat_sums(owner, flat, w, s.size) + tail
+        const = self._flat_sums(owner, flat, w, size) + tail
         keep = ~flat & (w > 0)
         owner, b, w = owner[keep], b[keep], w[keep]
         # the kept terms of a window are contiguous and their b decreases with i, so its blocks (levels of b
@@ -1070,7 +1215,7 @@ class AdamCoasting:
         blk = np.cumsum(new_block) - 1
         nb = starts.size
         blk_owner = owner[starts]
-        count = np.bincount(blk_owner, minlength=s.size)
+        count = np.bincount(blk_owner, minlength=size)
         start = np.cumsum(count) - count
         b_c = np.maximum.reduceat(b, starts) if nb else np.zeros(0)
         e = 1.0 - b / b_c[blk]  # in [0, 1 / 2): the block's poles t = 1 / e lie beyond 2
@@ -1083,7 +1228,7 @@ class AdamCoasting:
         t_half = np.maximum((t_hi - t_lo) / 2, t_hi * 2.0**-30)
         # windows of many blocks, with entries enough to pay for their pieces' nodes, are summed through log x
         # pieces, and their blocks held to a tighter tolerance
-        smooth = np.full(s.size, steps is not None)
+        smooth = np.full(size, tight)
         many = np.flatnonzero(count >= SMOOTH_BLOCKS) if entries is not None else np.zeros(0, dtype=np.int64)
         if many.size:
             pieces = self._pieces(x_min[many], x_max[many], b_c[start[many]])[3]
@@ -1111,9 +1256,20 @@ class AdamCoasting:
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
 
     def _window_terms(
-        self, s: np.ndarray, k: np.ndarray, skip: np.ndarray, count: np.ndarray, x_max: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self,
+        s: np.ndarray,
+        k: np.ndarray,
+        skip: np.ndarray,
+        count: np.ndarray,
+        x_max: np.ndarray,
+        growth: Callable[..., np.ndarray] | None = None,
+        positions: bool = False,
+    ) -> tuple[np.ndarray, ...]:
         """``(owner, b, w)`` of the summed steps ``skip + 1 .. skip + count`` of each window ``(s, k)``, in order.
+
+        ``growth``, when given, bounds a further factor the caller puts on the
+        weights (:meth:`_piece_nodes`); ``positions`` adds the global step of
+        each term (a real one for a pseudo-step), float64.
 
         Each window's terms are contiguous, windows in turn, ``b`` decreasing
         along a window. A window of ``QUADRATURE_FROM`` steps or more (where
@@ -1129,7 +1285,8 @@ class AdamCoasting:
             owner = np.repeat(np.arange(s.size), count)
             first = np.cumsum(count) - count
             i = np.arange(owner.size, dtype=np.int64) - first[owner] + 1 + skip[owner]
-            return owner, *self._step_terms(s, k, owner, i)
+            b, w = self._step_terms(s, k, owner, i)
+            return (owner, b, w, (s[owner] + i).astype(np.float64)) if positions else (owner, b, w)
         # items: runs of steps summed one by one (level -1) and pieces of 2**level steps, window by window, each
         # piece within one segment of the schedule (the whole window at a constant rate)
         first, last = s + skip + 1, s + skip + count
@@ -1162,7 +1319,7 @@ class AdamCoasting:
         flat = np.zeros(piece.size, dtype=bool)
         flat[piece] = start_i[piece] >= self._flat_step(s[owner_i[piece]], x_max[owner_i[piece]])
         nodes = np.zeros(piece.size, dtype=np.int64)
-        nodes[piece] = self._piece_nodes(start_i[piece], level_i[piece], flat[piece], kind_i[piece])
+        nodes[piece] = self._piece_nodes(start_i[piece], level_i[piece], flat[piece], kind_i[piece], growth)
         # a piece whose rule needs more than half its steps is summed one by one (as are its steps)
         direct = ~piece | (2 * nodes > np.left_shift(1, np.maximum(level_i, 0)))
         size_i = np.where(direct, np.where(piece, np.left_shift(1, np.maximum(level_i, 0)), size_i), nodes)
@@ -1173,6 +1330,9 @@ class AdamCoasting:
         one = direct[item]
         i = start_i[item[one]] + within[one] - s[owner[one]]
         b[one], w[one] = self._step_terms(s, k, owner[one], i)
+        j = np.empty(owner.size) if positions else None
+        if j is not None:
+            j[one] = s[owner[one]] + i
         if not one.all():
             # the rules the pieces use, each once, laid end to end: a piece's nodes start at its rule's offset
             ruled = np.flatnonzero(~direct)
@@ -1189,7 +1349,9 @@ class AdamCoasting:
             b[node], w[node] = self._node_terms(
                 s[owner[node]], k[owner[node]], start_i[item[node]], table_x[at], table_w[at], kind_i[item[node]]
             )
-        return owner, b, w
+            if j is not None:
+                j[node] = start_i[item[node]] + table_x[at]
+        return (owner, b, w, j) if j is not None else (owner, b, w)
 
     def _by_rules(self) -> bool:
         """Whether long windows are summed through Gauss rules (:meth:`_window_terms`).
@@ -1362,7 +1524,14 @@ class AdamCoasting:
         used = out[2] > 0
         return tuple(a[used] for a in out)
 
-    def _piece_nodes(self, start: np.ndarray, level: np.ndarray, flat: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    def _piece_nodes(
+        self,
+        start: np.ndarray,
+        level: np.ndarray,
+        flat: np.ndarray,
+        kind: np.ndarray,
+        growth: Callable[..., np.ndarray] | None = None,
+    ) -> np.ndarray:
         """Gauss nodes each piece (``2**level`` steps from global step ``start``) needs, its error below ``tol / 8``.
 
         The bound (:meth:`_node_bound`) depends on the start through the bias
@@ -1371,10 +1540,13 @@ class AdamCoasting:
         ``t`` on: every factor they bring is within ``2**-58`` of its limit),
         it is taken once per level (and flatness) at that limit, raised by
         ``2**-50``: a training step's thousands of pieces late in training
-        share a few dozen bounds.
+        share a few dozen bounds. ``growth(start, n, centre, major, minor)``,
+        when given, bounds a further factor on the weights over each ellipse
+        against its least value on the piece (:meth:`_prefix_sums` under a
+        schedule); the bound is then taken piece by piece.
         """
-        if self.rate.constant is None or not start.size:
-            return self._node_bound(start, level, flat, kind)
+        if self.rate.constant is None or not start.size or growth is not None:
+            return self._node_bound(start, level, flat, kind, growth=growth)
         half = (np.ldexp(1.0, level) - 1.0) / 2
         leftmost = start + half - half * math.hypot(1.0, float(PIECE_SIGMAS.max()))
         settled = leftmost >= self._bias_settled
@@ -1388,7 +1560,13 @@ class AdamCoasting:
         return out
 
     def _node_bound(
-        self, start: np.ndarray, level: np.ndarray, flat: np.ndarray, kind: np.ndarray, slack: bool = False
+        self,
+        start: np.ndarray,
+        level: np.ndarray,
+        flat: np.ndarray,
+        kind: np.ndarray,
+        slack: bool = False,
+        growth: Callable[..., np.ndarray] | None = None,
     ) -> np.ndarray:
         """:meth:`_piece_nodes` for each piece: the bound on its Bernstein ellipses, below.
 
@@ -1450,6 +1628,8 @@ class AdamCoasting:
                     bound *= np.exp(-math.log(self._c_low) * (major + h))
             if slack:
                 bound = bound * (1.0 + 2.0**-50)
+            if growth is not None:
+                bound = bound * growth(start[:, None].astype(np.float64), n, centre, major, minor)
             terms = (np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho) + 1.0) / 2
         best = np.fmin.reduce(np.ceil(terms), axis=1)  # the best sigma; NaN only where none applies
         return np.where(np.isfinite(best), np.maximum(best, 2.0), 0.0).astype(np.int64)

@@ -565,7 +565,7 @@ def test_long_windows_are_summed_through_gauss_rules_on_pieces_exactly(case, mon
 EXTENDED = np.finfo(np.longdouble).eps < 1e-18
 
 
-def exact_dense_extended(p, m, v, s, k, lr, beta1, beta2, eps, c, chunk=1 << 20):
+def exact_dense_extended(p, m, v, s, k, lr, beta1, beta2, eps, c, chunk=1 << 20, schedule=None):
     """Dense AdamW's zero-gradient steps at a constant rate, summed in 80-bit extended precision: ``(p, scale)``.
 
     For windows of millions of steps, which the 200-bit recurrence would take minutes to walk: every term of the
@@ -574,7 +574,8 @@ def exact_dense_extended(p, m, v, s, k, lr, beta1, beta2, eps, c, chunk=1 << 20)
     ``exp(i log b)`` with ``log b`` from mpmath (each power within 1e-19 relative), and summed by numpy: against
     the 200-bit recurrence within 0.013 and 0.086 of a float64 epsilon of the scale on the cases below (the sums of
     tens of thousands of terms of one sign round a few hundred long-double ulps), ten times finer than the bounds
-    it checks.
+    it checks. With ``schedule`` (and ``c = 1``), each step's rate is the schedule's float64 value there instead of
+    ``lr``.
     """
     mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
     mp.prec = 200
@@ -598,7 +599,8 @@ def exact_dense_extended(p, m, v, s, k, lr, beta1, beta2, eps, c, chunk=1 << 20)
         n = i.astype(ld)
         a = np.exp(n * log_b1) * ld(m) / bc1.astype(ld)
         b = np.exp(n * log_b2) * x / bc2.astype(ld)
-        term = ld(lr) * np.exp((ld(k) - n) * log_c) * a / (b + ld(eps))
+        rate = ld(lr) if schedule is None else so.schedules.values_at(schedule, s + i).astype(ld)
+        term = rate * np.exp((ld(k) - n) * log_c) * a / (b + ld(eps))
         total += term.sum()
         absolute += np.abs(term).sum()
     decayed = np.exp(ld(k) * log_c) * ld(p)
@@ -862,23 +864,117 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(monkeypatch):
     np.testing.assert_array_equal(opt.params[:10], p[:10])  # no dormant step: untouched
 
 
-def test_prefix_sums_apply_late_in_training_in_float32_at_a_constant_rate_only():
-    """Where the running sums' roundings exceed the dtype's (float64), under a schedule, or before the bias
-    corrections settle, the windows are summed one by one (None)."""
+#: Late in a long run under a schedule (AdamCoasting._rate_sequences): (schedule, beta1, beta2, gradient scale).
+LATE_SCHEDULED_CASES = [
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.999, 0.999, 1e-6),
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, 1.0),  # near the end of a cosine to 0
+    (so.schedules.warmup_cosine(1e-2, 1000, 3_000_000, 1e-2), 0.9999, 0.999, 1e-3),  # a rising cosine
+    (so.schedules.linear_warmup(1e-3, 2_000_000), 0.999, 0.9999, 1e-6),
+    (so.schedules.warmup_cosine(1e-3, 1000, 800_000, 1e-5), 0.999, 0.999, 1.0),  # after the cosine: constant
+]
+
+
+@pytest.mark.skipif(not EXTENDED, reason="numpy's long double is float64 on this platform")
+@pytest.mark.parametrize(("schedule", "beta1", "beta2", "scale"), LATE_SCHEDULED_CASES)
+def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_exactly(schedule, beta1, beta2, scale, monkeypatch):
+    """Under a warm-up, a cosine (falling to 1e-5 or to 0, or rising) or after it, each window's rates are a few
+    sequences of the dormant step times factors of its last step, so the windows of a float32 table late in training
+    are prefixes of those sequences (AdamCoasting._rate_sequences): each coordinate within QUADRATURE_BOUND_EPS float32
+    epsilons of its scale of the exact recurrence with every step's own rate (80-bit; measured at most 0.81)."""
+    results = []
+    original = AdamCoasting._prefix_sums
+    monkeypatch.setattr(AdamCoasting, "_prefix_sums", lambda self, *a: results.append(original(self, *a)) or results[-1])
+    rows, cols, through = 200, 8, 10**6
+    rng = np.random.default_rng([9, int(beta1 * 1e4)])
+    gaps = np.sort(np.clip((np.arange(1, rows + 1) ** 2.2 * rng.uniform(0.5, 2.0, rows)).astype(np.int64), 1, 10**5))
+    last = through - gaps
+    x = ((np.abs(rng.standard_normal((rows, cols))) * 0.3 + 1e-3) * scale).astype(np.float32)
+    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
+    v = (x * x).astype(np.float32)
+    cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
+    opt = so.SparseAdamTable(np.zeros((rows, cols), dtype=np.float32), cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(through), last_step=last, m=m.copy(), v=v.copy())
+    opt.load_state_dict(state)
+    opt.catch_up(np.arange(rows))
+    assert results and all(r is not None for r in results)  # every window through the prefix sums
+    d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
+    eps32 = np.longdouble(np.finfo(np.float32).eps)
+    for r in np.linspace(0, rows - 1, 10).astype(int).tolist():
+        for col in (0, cols - 1):
+            args = (0.0, float(m[r, col]), float(v[r, col]), int(last[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0)
+            ref, ref_scale = exact_dense_extended(*args, schedule=schedule)
+            err = float(max(abs(np.longdouble(opt.params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+            assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
+
+
+@pytest.mark.skipif(not EXTENDED, reason="numpy's long double is float64 on this platform")
+@settings(max_examples=20, deadline=None)
+@given(
+    st.sampled_from([0.9, 0.99, 0.999, 0.9999]),  # beta1
+    st.sampled_from([0.99, 0.999, 0.9999]),  # beta2
+    st.integers(1_050_000, 6_000_000),  # the cosine's end
+    st.sampled_from([0.0, 1e-2, 0.5, 3.0]),  # its final rate over its peak (above 1: rising)
+    st.floats(-9.0, 0.0),  # log10 of the gradient scale
+    st.integers(0, 2**31),  # seed
+)
+def test_late_rows_under_any_cosine_are_the_exact_recurrence(beta1, beta2, total, final, log_scale, seed):
+    """As the test above over drawn cosines and hyper-parameters: within QUADRATURE_BOUND_EPS float32 epsilons of the
+    exact recurrence, through the prefix sums at least wherever the cosine ends 500,000 steps or more after the
+    windows (no window crosses its end, and the rates' sequences cancel by a factor below 3 there); nearer its end
+    the windows may cross it or cancel more, and are summed one by one."""
+    rng = np.random.default_rng(seed)
+    rows, cols, through = 64, 16, 10**6
+    schedule = so.schedules.warmup_cosine(1e-3, 1000, total, final * 1e-3)
+    gaps = np.sort(rng.choice(np.arange(1, 10**5), rows, replace=False))
+    x = (10.0 ** (log_scale + rng.uniform(-3.0, 0.0, (rows, cols)))).astype(np.float32)
+    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
+    v = (x * x).astype(np.float32)
+    cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
+    opt = so.SparseAdamTable(np.zeros((rows, cols), dtype=np.float32), cfg)
+    state = opt.state_dict()
+    state.update(step_count=np.int64(through), last_step=through - gaps, m=m.copy(), v=v.copy())
+    opt.load_state_dict(state)
+    coasting = AdamCoasting(so._rates.LearningRate(schedule), beta1, beta2, 1e-8, 0.0, np.float32)
+    coasting._uses_blocks(through)
+    shared = coasting._prefix_sums(np.sqrt(v), np.arange(rows), through - gaps, gaps, x.min(axis=1), x.max(axis=1))
+    assert shared is not None or total < 1_500_000
+    opt.catch_up(np.arange(rows))
+    d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
+    eps32 = np.longdouble(np.finfo(np.float32).eps)
+    for r in rng.choice(rows, 4, replace=False).tolist():
+        col = int(rng.integers(cols))
+        args = (0.0, float(m[r, col]), float(v[r, col]), through - int(gaps[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0)
+        ref, ref_scale = exact_dense_extended(*args, schedule=schedule)
+        err = float(max(abs(np.longdouble(opt.params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+        assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
+
+
+def test_prefix_sums_apply_late_in_training_in_float32_only():
+    """Where the running sums' roundings exceed the dtype's (float64), before the bias corrections settle, or under
+    a schedule with weight decay, an exponential one or windows across its breaks, the windows are summed one by
+    one (None); under a warm-up, a cosine or after it, without weight decay, they are not."""
     classes = np.arange(10**6 - 40, 10**6, dtype=np.int64)
     gaps = 10**6 - classes
     x = np.full((classes.size, 64), 1e-4)
     row_class = np.arange(classes.size)
     x_min = x_max = np.full(classes.size, 1e-4)
 
-    def applies(lr, dtype, shift=0):
-        coasting = AdamCoasting(lr, 0.999, 0.999, 1e-8, 0.0, dtype)
+    def applies(lr, dtype, shift=0, wd=0.0):
+        rate = lr if isinstance(lr, float) else so._rates.LearningRate(lr, wd)
+        coasting = AdamCoasting(rate, 0.999, 0.999, 1e-8, wd, dtype)
+        coasting._uses_blocks(10**6)
         return coasting._prefix_sums(x, row_class, classes - shift, gaps, x_min, x_max) is not None
 
+    cosine = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
     assert applies(1e-3, np.float32)
     assert not applies(1e-3, np.float64)
-    assert not applies(so._rates.LearningRate(so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.0), np.float32)
     assert not applies(1e-3, np.float32, shift=10**6 - 100)  # last steps 60 to 100: the bias corrections still move
+    assert applies(cosine, np.float32) and applies(so.schedules.linear_warmup(1e-3, 2_000_000), np.float32)
+    assert applies(so.schedules.warmup_cosine(1e-3, 1000, 900_000, 1e-5), np.float32)  # after the cosine: constant
+    assert not applies(cosine, np.float32, wd=0.01)
+    assert not applies(so.schedules.exponential(1e-3, 0.999999), np.float32)
+    assert not applies(so.schedules.warmup_cosine(1e-3, 1000, 999_990, 1e-5), np.float32)  # windows across its end
 
 
 def exact_dense_scheduled_long(p, m, v, s, k, schedule, beta1, beta2, eps, wd=0.0, dtype=np.float64):
