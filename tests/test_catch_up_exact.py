@@ -688,16 +688,40 @@ def test_adamw_under_a_schedule_sums_long_windows_through_gauss_rules_exactly(ca
     assert err <= (QUADRATURE_BOUND_EPS if dtype == np.float32 else BOUND_EPS), err
 
 
-def caught_up_rows(p, m, v, last, through, cfg):
-    """``SparseAdamTable`` in DENSE_EQUIVALENT over float64 rows ``(R, C)``, row ``r`` last touched at ``last[r]``,
+def caught_up_rows(p, m, v, last, through, cfg, dtype=np.float64):
+    """``SparseAdamTable`` in DENSE_EQUIVALENT over rows ``(R, C)`` of ``dtype``, row ``r`` last touched at ``last[r]``,
     every row caught up through ``through``: the parameters."""
-    opt = so.SparseAdamTable(np.array(p, dtype=np.float64), cfg)
+    opt = so.SparseAdamTable(np.array(p, dtype=dtype), cfg)
     state = opt.state_dict()
-    state.update(step_count=np.int64(through), m=np.array(m, dtype=np.float64), v=np.array(v, dtype=np.float64))
+    state.update(step_count=np.int64(through), m=np.array(m, dtype=dtype), v=np.array(v, dtype=dtype))
     state.update(last_step=np.asarray(last, dtype=np.int64))
     opt.load_state_dict(state)
     opt.catch_up(np.arange(len(last)))
     return opt.params
+
+
+def spy_on_prefix_sums(monkeypatch) -> list:
+    """What each AdamCoasting._prefix_sums call returns, in order (None where the windows were summed one by one)."""
+    results = []
+    original = AdamCoasting._prefix_sums
+    monkeypatch.setattr(AdamCoasting, "_prefix_sums", lambda self, *a: results.append(original(self, *a)) or results[-1])
+    return results
+
+
+def late_moments(seed, scale, rows=200, cols=8):
+    """A float32 table's state late in training: ``(gaps, m, v)``, row ``r`` last touched about ``r**2.2`` steps before
+    (1 to 10**5), ``sqrt(v)`` about 0.3 of ``scale`` and ``m`` up to it."""
+    rng = np.random.default_rng(seed)
+    gaps = np.sort(np.clip((np.arange(1, rows + 1) ** 2.2 * rng.uniform(0.5, 2.0, rows)).astype(np.int64), 1, 10**5))
+    x = ((np.abs(rng.standard_normal((rows, cols))) * 0.3 + 1e-3) * scale).astype(np.float32)
+    return gaps, (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32), (x * x).astype(np.float32)
+
+
+def drawn_moments(rng, rows, cols, log_scale):
+    """``(gaps, m, v)`` of a float32 table: distinct gaps from 1 to 10**5, ``sqrt(v)`` over three decades below the scale."""
+    gaps = np.sort(rng.choice(np.arange(1, 10**5), rows, replace=False))
+    x = (10.0 ** (log_scale + rng.uniform(-3.0, 0.0, (rows, cols)))).astype(np.float32)
+    return gaps, (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32), (x * x).astype(np.float32)
 
 
 @pytest.mark.skipif(not EXTENDED, reason="numpy's long double is float64 on this platform")
@@ -753,32 +777,22 @@ def test_rows_late_in_training_are_summed_through_prefix_sums_exactly(beta1, bet
     (AdamCoasting._prefix_sums); each coordinate is within QUADRATURE_BOUND_EPS float32 epsilons of its scale of the
     exact recurrence with float32's dormant factors (80-bit), the parameter 0 so that the scale is the coasting's own
     (measured: at most 0.87 to 1.50 per case; summed window by window, 1.14 to 3.17)."""
-    results = []
-    original = AdamCoasting._prefix_sums
-    monkeypatch.setattr(AdamCoasting, "_prefix_sums", lambda self, *a: results.append(original(self, *a)) or results[-1])
+    results = spy_on_prefix_sums(monkeypatch)
     monkeypatch.setattr(_adam_coasting, "NODE_BATCH", 1 << 12)  # the stretches at the nodes in many batches, as a large table's
-    rows, cols, through, lr = 200, 8, 10**6, 1e-3
-    rng = np.random.default_rng([7, int(beta1 * 1e4)])
-    gaps = np.sort(np.clip((np.arange(1, rows + 1) ** 2.2 * rng.uniform(0.5, 2.0, rows)).astype(np.int64), 1, 10**5))
+    through, lr = 10**6, 1e-3
+    gaps, m, v = late_moments([7, int(beta1 * 1e4)], scale)
+    rows, cols = m.shape
     last = through - gaps
-    x = ((np.abs(rng.standard_normal((rows, cols))) * 0.3 + 1e-3) * scale).astype(np.float32)
-    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
-    v = (x * x).astype(np.float32)
-    p = np.zeros((rows, cols), dtype=np.float32)  # the scale is the coasting's alone
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=wd, mode="dense_equivalent")
-    opt = so.SparseAdamTable(p.copy(), cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), last_step=last, m=m.copy(), v=v.copy())
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(rows))
+    params = caught_up_rows(np.zeros(m.shape), m, v, last, through, cfg, np.float32)  # p = 0: the coasting's scale
     assert results and all(r is not None for r in results)  # every window through the prefix sums
     d1, d2, c = _adam_coasting.dormant_factors(beta1, beta2, 1.0 - lr * wd, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
     for r in np.linspace(0, rows - 1, 12).astype(int).tolist():
         for col in (0, cols - 1):
-            args = (float(p[r, col]), float(m[r, col]), float(v[r, col]), int(last[r]), int(gaps[r]), lr, d1, d2, 1e-8, c)
+            args = (0.0, float(m[r, col]), float(v[r, col]), int(last[r]), int(gaps[r]), lr, d1, d2, 1e-8, c)
             ref, ref_scale = exact_dense_extended(*args)
-            err = float(abs(np.longdouble(opt.params[r, col]) - ref) / (ref_scale * eps32))
+            err = float(abs(np.longdouble(params[r, col]) - ref) / (ref_scale * eps32))
             assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
 
 
@@ -799,19 +813,13 @@ def test_late_rows_at_any_hyper_parameters_are_the_exact_recurrence(beta1, beta2
     of the exact recurrence."""
     rng = np.random.default_rng(seed)
     rows, cols, through, lr = 64, 16, 10**6, 1e-3
-    gaps = np.sort(rng.choice(np.arange(1, 10**5), rows, replace=False))
-    x = (10.0 ** (log_scale + rng.uniform(-3.0, 0.0, (rows, cols)))).astype(np.float32)
-    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
-    v = (x * x).astype(np.float32)
+    gaps, m, v = drawn_moments(rng, rows, cols, log_scale)
+    x = np.sqrt(v)
     cfg = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=wd, mode="dense_equivalent")
-    opt = so.SparseAdamTable(np.zeros((rows, cols), dtype=np.float32), cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), last_step=through - gaps, m=m.copy(), v=v.copy())
-    opt.load_state_dict(state)
     coasting = AdamCoasting(lr, beta1, beta2, eps, wd, np.float32)
-    shared = coasting._prefix_sums(np.sqrt(v), np.arange(rows), through - gaps, gaps, x.min(axis=1), x.max(axis=1))
+    shared = coasting._prefix_sums(x, np.arange(rows), through - gaps, gaps, x.min(axis=1), x.max(axis=1))
     assert (shared is not None) == (not coasting.reverse)  # terms that grow along the gap: windows cut from the end
-    opt.catch_up(np.arange(rows))
+    params = caught_up_rows(np.zeros(m.shape), m, v, through - gaps, through, cfg, np.float32)
     d1, d2, c = _adam_coasting.dormant_factors(beta1, beta2, 1.0 - lr * wd, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
     for r in rng.choice(rows, 4, replace=False).tolist():
@@ -820,7 +828,7 @@ def test_late_rows_at_any_hyper_parameters_are_the_exact_recurrence(beta1, beta2
         ref, ref_scale = exact_dense_extended(*args)
         # where the coasting is subnormal in float32, each of the few float32 operations that make it rounds to a
         # multiple of 2**-149: an absolute error of a few of those, 2**-147, whatever its scale
-        err = float(max(abs(np.longdouble(opt.params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+        err = float(max(abs(np.longdouble(params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
         assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
 
 
@@ -830,9 +838,7 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(monkeypatch):
     the step before (no dormant step), rows that do not coast (m = 0), rows that coast in some entries only, and
     entries with v = 0 (x at the bottom of the interpolants' range): each coordinate within QUADRATURE_BOUND_EPS
     float32 epsilons of its scale of the exact recurrence (80-bit; measured at most 1.23)."""
-    results = []
-    original = AdamCoasting._prefix_sums
-    monkeypatch.setattr(AdamCoasting, "_prefix_sums", lambda self, *a: results.append(original(self, *a)) or results[-1])
+    results = spy_on_prefix_sums(monkeypatch)
     rng = np.random.default_rng(11)
     rows, cols, through, lr, wd = 120, 32, 10**6, 1e-3, 0.01
     gaps = rng.integers(0, 50_000, rows)
@@ -845,11 +851,7 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(monkeypatch):
     v[30:40, 2] = 0
     p = rng.standard_normal((rows, cols)).astype(np.float32)
     cfg = so.SparseAdamConfig(lr=lr, beta1=0.999, beta2=0.999, eps=1e-8, weight_decay=wd, mode="dense_equivalent")
-    opt = so.SparseAdamTable(p.copy(), cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), last_step=through - gaps, m=m.copy(), v=v.copy())
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(rows))
+    params = caught_up_rows(p, m, v, through - gaps, through, cfg, np.float32)
     assert results and all(r is not None for r in results)
     d1, d2, c = _adam_coasting.dormant_factors(0.999, 0.999, 1.0 - lr * wd, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
@@ -859,9 +861,9 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(monkeypatch):
             continue
         args = (float(p[r, col]), float(m[r, col]), float(v[r, col]), through - int(gaps[r]), int(gaps[r]), lr, d1, d2, 1e-8, c)
         ref, ref_scale = exact_dense_extended(*args)
-        err = float(abs(np.longdouble(opt.params[r, col]) - ref) / (ref_scale * eps32))
+        err = float(abs(np.longdouble(params[r, col]) - ref) / (ref_scale * eps32))
         assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
-    np.testing.assert_array_equal(opt.params[:10], p[:10])  # no dormant step: untouched
+    np.testing.assert_array_equal(params[:10], p[:10])  # no dormant step: untouched
 
 
 #: Late in a long run under a schedule (AdamCoasting._rate_sequences): (schedule, beta1, beta2, gradient scale).
@@ -881,22 +883,13 @@ def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_e
     sequences of the dormant step times factors of its last step, so the windows of a float32 table late in training
     are prefixes of those sequences (AdamCoasting._rate_sequences): each coordinate within QUADRATURE_BOUND_EPS float32
     epsilons of its scale of the exact recurrence with every step's own rate (80-bit; measured at most 0.81)."""
-    results = []
-    original = AdamCoasting._prefix_sums
-    monkeypatch.setattr(AdamCoasting, "_prefix_sums", lambda self, *a: results.append(original(self, *a)) or results[-1])
-    rows, cols, through = 200, 8, 10**6
-    rng = np.random.default_rng([9, int(beta1 * 1e4)])
-    gaps = np.sort(np.clip((np.arange(1, rows + 1) ** 2.2 * rng.uniform(0.5, 2.0, rows)).astype(np.int64), 1, 10**5))
+    results = spy_on_prefix_sums(monkeypatch)
+    through = 10**6
+    gaps, m, v = late_moments([9, int(beta1 * 1e4)], scale)
+    rows, cols = m.shape
     last = through - gaps
-    x = ((np.abs(rng.standard_normal((rows, cols))) * 0.3 + 1e-3) * scale).astype(np.float32)
-    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
-    v = (x * x).astype(np.float32)
     cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
-    opt = so.SparseAdamTable(np.zeros((rows, cols), dtype=np.float32), cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), last_step=last, m=m.copy(), v=v.copy())
-    opt.load_state_dict(state)
-    opt.catch_up(np.arange(rows))
+    params = caught_up_rows(np.zeros(m.shape), m, v, last, through, cfg, np.float32)
     assert results and all(r is not None for r in results)  # every window through the prefix sums
     d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
@@ -904,7 +897,7 @@ def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_e
         for col in (0, cols - 1):
             args = (0.0, float(m[r, col]), float(v[r, col]), int(last[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0)
             ref, ref_scale = exact_dense_extended(*args, schedule=schedule)
-            err = float(max(abs(np.longdouble(opt.params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+            err = float(max(abs(np.longdouble(params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
             assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
 
 
@@ -926,27 +919,21 @@ def test_late_rows_under_any_cosine_are_the_exact_recurrence(beta1, beta2, total
     rng = np.random.default_rng(seed)
     rows, cols, through = 64, 16, 10**6
     schedule = so.schedules.warmup_cosine(1e-3, 1000, total, final * 1e-3)
-    gaps = np.sort(rng.choice(np.arange(1, 10**5), rows, replace=False))
-    x = (10.0 ** (log_scale + rng.uniform(-3.0, 0.0, (rows, cols)))).astype(np.float32)
-    m = (x * rng.uniform(-1.0, 1.0, x.shape)).astype(np.float32)
-    v = (x * x).astype(np.float32)
+    gaps, m, v = drawn_moments(rng, rows, cols, log_scale)
+    x = np.sqrt(v)
     cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
-    opt = so.SparseAdamTable(np.zeros((rows, cols), dtype=np.float32), cfg)
-    state = opt.state_dict()
-    state.update(step_count=np.int64(through), last_step=through - gaps, m=m.copy(), v=v.copy())
-    opt.load_state_dict(state)
     coasting = AdamCoasting(so._rates.LearningRate(schedule), beta1, beta2, 1e-8, 0.0, np.float32)
     coasting._uses_blocks(through)
-    shared = coasting._prefix_sums(np.sqrt(v), np.arange(rows), through - gaps, gaps, x.min(axis=1), x.max(axis=1))
+    shared = coasting._prefix_sums(x, np.arange(rows), through - gaps, gaps, x.min(axis=1), x.max(axis=1))
     assert shared is not None or total < 1_500_000
-    opt.catch_up(np.arange(rows))
+    params = caught_up_rows(np.zeros(m.shape), m, v, through - gaps, through, cfg, np.float32)
     d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
     for r in rng.choice(rows, 4, replace=False).tolist():
         col = int(rng.integers(cols))
         args = (0.0, float(m[r, col]), float(v[r, col]), through - int(gaps[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0)
         ref, ref_scale = exact_dense_extended(*args, schedule=schedule)
-        err = float(max(abs(np.longdouble(opt.params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+        err = float(max(abs(np.longdouble(params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
         assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
 
 
