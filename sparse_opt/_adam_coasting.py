@@ -308,6 +308,8 @@ PIECE_SIGMAS = np.array([0.5, 0.75, 1.0, 1.5, 2.0, 2.5])
 PREFIX_WINDOWS = 8
 #: Largest ``-log`` of the scale ``c**k`` that :meth:`AdamCoasting._prefix_sums` applies (its inverse must be finite).
 MAX_SCALE_LOG = 600.0
+#: Most values at the shared nodes (windows x nodes) per entry that :meth:`AdamCoasting._prefix_sums` keeps.
+PREFIX_NODES = 64
 #: Largest cancellation between the sequences of a schedule's rates that :meth:`AdamCoasting._rate_sequences` accepts.
 MAX_CANCELLATION = 8.0
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
@@ -840,8 +842,10 @@ class AdamCoasting:
         below ``tol / 64`` (float32 and narrower). Also required: ``eps >
         0``, terms that do not grow along the window (:attr:`reverse` false),
         at a constant rate ``c**k_ref`` above ``exp(-MAX_SCALE_LOG)`` (so that
-        the scales ``c**(k - k_ref)`` are finite), ``PREFIX_WINDOWS`` windows
-        and ``SMOOTH_ENTRIES`` entries a piece. At a constant rate the steps
+        the scales ``c**(k - k_ref)`` are finite), ``PREFIX_WINDOWS`` windows,
+        ``SMOOTH_ENTRIES`` entries a piece, and at most ``PREFIX_NODES`` values
+        at the nodes (windows times nodes) per entry, so that its arrays stay a
+        bounded multiple of the catch-up's. At a constant rate the steps
         beyond each window's summed ones are the geometric tail of
         :meth:`_summed_steps`, found for the largest ``x`` of all windows.
         """
@@ -859,7 +863,9 @@ class AdamCoasting:
         b_top = np.array([math.sqrt(self.decay2)])  # b_1: the bias corrections are 1
         x_hi = np.array([float(x_max[live].max())])
         low, top, lo, pieces, width = self._pieces(np.array([float(x_min[live].min())]), x_hi, b_top)
-        if x.size < SMOOTH_ENTRIES * int(pieces[0]):
+        n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
+        # the nodes must pay for themselves, and the windows' values at them stay a small multiple of the entries
+        if x.size < SMOOTH_ENTRIES * int(pieces[0]) or s.size * int(pieces[0]) * n > PREFIX_NODES * x.size:
             return None
         count = np.minimum(k, int(self._block_window(np.array([s_ref]), x_hi)[0]))
         if self.rate.constant is not None:
@@ -893,7 +899,6 @@ class AdamCoasting:
             weights = [w * shape(j - s_ref) for shape in shapes]
         factors = np.where((summed > 0)[:, None], factors, 0.0)
         which = np.minimum(np.searchsorted(ends, summed), stretches - 1)
-        n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
         node_x = _log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
         sums, const = np.zeros((s.size, node_x.size)), tail
         spread, none = (np.full(stretches, low[0]), np.full(stretches, x_hi[0])), np.zeros(stretches)

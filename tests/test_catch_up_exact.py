@@ -938,9 +938,10 @@ def test_late_rows_under_any_cosine_are_the_exact_recurrence(beta1, beta2, total
 
 
 def test_prefix_sums_apply_late_in_training_in_float32_only():
-    """Where the running sums' roundings exceed the dtype's (float64), before the bias corrections settle, or under
-    a schedule with weight decay, an exponential one or windows across its breaks, the windows are summed one by
-    one (None); under a warm-up, a cosine or after it, without weight decay, they are not."""
+    """Where the running sums' roundings exceed the dtype's (float64), before the bias corrections settle, under a
+    schedule with weight decay, an exponential one or windows across its breaks, or where the nodes would be many
+    against the entries, the windows are summed one by one (None); under a warm-up, a cosine or after it, without
+    weight decay, they are not."""
     classes = np.arange(10**6 - 40, 10**6, dtype=np.int64)
     gaps = 10**6 - classes
     x = np.full((classes.size, 64), 1e-4)
@@ -962,6 +963,14 @@ def test_prefix_sums_apply_late_in_training_in_float32_only():
     assert not applies(cosine, np.float32, wd=0.01)
     assert not applies(so.schedules.exponential(1e-3, 0.999999), np.float32)
     assert not applies(so.schedules.warmup_cosine(1e-3, 1000, 999_990, 1e-5), np.float32)  # windows across its end
+    # rows of 4 entries each last touched at its own step, sqrt(v) over 16 decades: the windows' values at the
+    # nodes would outnumber the entries more than PREFIX_NODES times
+    many = np.arange(10**6 - 400, 10**6, dtype=np.int64)
+    narrow = np.tile(np.array([1e-12, 1e-6, 1.0, 1e4]), (many.size, 1))
+    coasting = AdamCoasting(1e-3, 0.999, 0.999, 1e-8, 0.0, np.float32)
+    args = (np.arange(many.size), many, 10**6 - many, narrow.min(axis=1), narrow.max(axis=1))
+    assert coasting._prefix_sums(narrow, *args) is None
+    assert coasting._prefix_sums(np.tile(narrow, 8), *args) is not None  # 32 entries a row: they pay for the nodes
 
 
 def exact_dense_scheduled_long(p, m, v, s, k, schedule, beta1, beta2, eps, wd=0.0, dtype=np.float64):
