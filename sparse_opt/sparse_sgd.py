@@ -209,7 +209,10 @@ def sgd_scheduled_map(
     for a, b in zip(batch.tolist(), [*batch[1:].tolist(), walked.size]):  # about DECAY_BLOCK steps a batch
         items = walked[a:b]
         steps = np.repeat(lo[items], size[a:b]) + np.arange(int(size[a:b].sum())) - np.repeat(np.cumsum(size[a:b]) - size[a:b], size[a:b])
-        products[:, items] = _item_products(rates.at_steps(steps), size[a:b], weight_decay, momentum)
+        first, span = int(lo[items[0]]), int(hi[items[-1]] - lo[items[0]]) + 1
+        # the rates of one stretch of steps where the batch's steps fill most of it (a long gap), else step by step
+        lr = rates.over(first, first + span)[steps - first] if span <= 2 * steps.size else rates.at_steps(steps)
+        products[:, items] = _item_products(lr, size[a:b], weight_decay, momentum)
     # chain the items from the latest back; each start's map is the product down to its first step
     record = np.searchsorted(lo, unique + 1)  # the item that starts at s + 1
     acc_a, acc_b, acc_c, acc_d = 1.0, 0.0, 0.0, 1.0
