@@ -881,7 +881,8 @@ class AdamCoasting:
         if not stretches:
             return acc, tail[row_class]
         skip = np.concatenate([[0], ends[:-1]])
-        steps = (np.full(stretches, s_ref, dtype=np.int64), np.full(stretches, int(ends[-1]), dtype=np.int64), skip, ends - skip)
+        windows = np.full(stretches, s_ref, dtype=np.int64), np.full(stretches, int(ends[-1]), dtype=np.int64)
+        steps = (*windows, skip, ends - skip)
         if self.rate.constant is not None:  # one sequence, c**(k_ref - i) a_i, scaled by c**(k - k_ref)
             k_ref = int(ends[-1])
             if self.c < 1.0 and k_ref * -math.log(self.c) > MAX_SCALE_LOG:
@@ -975,16 +976,18 @@ class AdamCoasting:
             return None
         kind = int(kind[0])
         s_f = s.astype(np.float64)
-        one = lambda i: np.ones(np.shape(i))  # noqa: E731
+        growth: Callable[..., np.ndarray] | None
         if kind == analytic_rates.CONSTANT:
-            shapes, growth = [one], None
+            shapes, growth = [np.ones_like], None
             factors = np.full((s.size, 1), float(schedules.values_at(schedule, seg_lo[:1])[0]))
         elif kind == analytic_rates.LINEAR:
             slope = schedule.lr / float(schedule.warmup_steps)
-            shapes = [one, lambda i: i]
+            shapes = [np.ones_like, np.asarray]
             factors = np.column_stack([slope * s_f, np.full(s.size, slope)])
 
-            def growth(start, n, centre, major, minor):  # noqa: ANN001, ANN202
+            def growth(
+                start: np.ndarray, n: np.ndarray, centre: np.ndarray, major: np.ndarray, minor: np.ndarray
+            ) -> np.ndarray:
                 return np.maximum((centre - s_ref + major) / np.maximum(start - s_ref, 1.0), 1.0)
 
         else:
@@ -996,7 +999,7 @@ class AdamCoasting:
             u = omega * (total - s).astype(np.float64)  # T - s exact
             at_s = final + (peak - final) * np.sin(u) ** 2
             a1, a2 = (peak - final) * np.cos(2.0 * u), -(peak - final) * np.sin(2.0 * u) / 2
-            shapes = [one, lambda i: np.sin(omega * i) ** 2, lambda i: np.sin(2.0 * omega * i)]
+            shapes = [np.ones_like, lambda i: np.sin(omega * i) ** 2, lambda i: np.sin(2.0 * omega * i)]
             factors = np.column_stack([at_s, a1, a2])
             ends = np.column_stack([s + 1, s + np.maximum(summed, 1)]).astype(np.float64)
             least = (final + (peak - final) * np.sin(omega * (total - ends)) ** 2).min(axis=1)
@@ -1006,13 +1009,16 @@ class AdamCoasting:
                 if not (spread[live] <= MAX_CANCELLATION * least[live]).all():
                     return None
 
-            def growth(start, n, centre, major, minor):  # noqa: ANN001, ANN202
+            def growth(
+                start: np.ndarray, n: np.ndarray, centre: np.ndarray, major: np.ndarray, minor: np.ndarray
+            ) -> np.ndarray:
                 j0 = np.maximum(start - s_ref, 1.0)
                 far = centre - s_ref + major
                 with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-                    half = (np.sin(omega * np.minimum(far, reach)) ** 2 + np.sinh(omega * minor) ** 2) / np.sin(omega * j0) ** 2
-                    full = np.sqrt(np.sin(np.minimum(2.0 * omega * far, math.pi / 2)) ** 2 + np.sinh(2.0 * omega * minor) ** 2)
-                    full = full / np.sin(2.0 * omega * j0)
+                    half = np.sin(omega * np.minimum(far, reach)) ** 2 + np.sinh(omega * minor) ** 2
+                    half = half / np.sin(omega * j0) ** 2
+                    full = np.sin(np.minimum(2.0 * omega * far, math.pi / 2)) ** 2 + np.sinh(2.0 * omega * minor) ** 2
+                    full = np.sqrt(full) / np.sin(2.0 * omega * j0)
                 return np.maximum(np.maximum(half, full), 1.0)
 
         return self._rate_summer(), growth, shapes, factors
@@ -1076,9 +1082,8 @@ class AdamCoasting:
             )
             at_nodes[mine] = values.sum(axis=0).reshape(pieces[c], n)
         local = np.searchsorted(classes, row_class)
-        return _log_interpolate(
-            x, _log_coefficients(at_nodes), low[local], top[local], lo[local], width[local], pieces[local], first_piece[local]
-        ).astype(self.dtype)
+        coef_y, ranges = _log_coefficients(at_nodes), (low[local], top[local], lo[local], width[local])
+        return _log_interpolate(x, coef_y, *ranges, pieces[local], first_piece[local]).astype(self.dtype)
 
     def _pieces(self, x_min: np.ndarray, x_max: np.ndarray, b_top: np.ndarray) -> tuple[np.ndarray, ...]:
         """Windows' ranges of ``x`` for :meth:`_smooth_sums`: ``(x_lo, x_max, log x_lo, pieces, width)``.

@@ -206,20 +206,21 @@ def sgd_scheduled_map(
     walked = np.flatnonzero(~constant)
     size = hi[walked] - lo[walked] + 1
     batch = np.unique(np.searchsorted(np.cumsum(size), np.arange(0, int(size.sum()), DECAY_BLOCK), side="right"))
-    for a, b in zip(batch.tolist(), [*batch[1:].tolist(), walked.size]):  # about DECAY_BLOCK steps a batch
-        items = walked[a:b]
-        steps = np.repeat(lo[items], size[a:b]) + np.arange(int(size[a:b].sum())) - np.repeat(np.cumsum(size[a:b]) - size[a:b], size[a:b])
+    for begin, end in zip(batch.tolist(), [*batch[1:].tolist(), walked.size]):  # about DECAY_BLOCK steps a batch
+        items, sizes = walked[begin:end], size[begin:end]
+        steps = np.repeat(lo[items], sizes) + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         first, span = int(lo[items[0]]), int(hi[items[-1]] - lo[items[0]]) + 1
         # the rates of one stretch of steps where the batch's steps fill most of it (a long gap), else step by step
         lr = rates.over(first, first + span)[steps - first] if span <= 2 * steps.size else rates.at_steps(steps)
-        products[:, items] = _item_products(lr, size[a:b], weight_decay, momentum)
+        products[:, items] = _item_products(lr, sizes, weight_decay, momentum)
     # chain the items from the latest back; each start's map is the product down to its first step
     record = np.searchsorted(lo, unique + 1)  # the item that starts at s + 1
     acc_a, acc_b, acc_c, acc_d = 1.0, 0.0, 0.0, 1.0
     wanted = {int(item): n for n, item in enumerate(record.tolist()) if unique[n] < through}
     for item in range(lo.size - 1, -1, -1):
         a, b, c, d = products[:, item].tolist()
-        acc_a, acc_b, acc_c, acc_d = acc_a * a + acc_b * c, acc_a * b + acc_b * d, acc_c * a + acc_d * c, acc_c * b + acc_d * d
+        acc_a, acc_b = acc_a * a + acc_b * c, acc_a * b + acc_b * d
+        acc_c, acc_d = acc_c * a + acc_d * c, acc_c * b + acc_d * d
         if item in wanted:
             out[:, wanted[item]] = acc_a, acc_b, acc_c, acc_d
     return tuple(out[:, inverse.reshape(-1)])
