@@ -265,8 +265,8 @@ from collections.abc import Callable
 import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
-from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt import schedules
+from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._rates import LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
@@ -910,11 +910,7 @@ class AdamCoasting:
             sums += np.cumsum(at_nodes, axis=0)[which] * factor[:, None]
             const = const + np.cumsum(blocks[0])[which] * factor
         coef_y = _log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
-        one = np.ones(x.shape[0])
-        acc[...] = _log_interpolate(
-            x, coef_y, low[0] * one, top[0] * one, lo[0] * one, width[0] * one, pieces[0] * one.astype(np.int64),
-            row_class * int(pieces[0]),
-        )
+        acc[...] = _log_interpolate(x, coef_y, low, top, lo, width, pieces, row_class * int(pieces[0]))
         return acc, const[row_class]
 
     def _stretch_nodes(self, blocks: tuple[np.ndarray, ...], node_x: np.ndarray, stretches: int) -> np.ndarray:
@@ -1150,16 +1146,13 @@ class AdamCoasting:
         x_max: np.ndarray,
         windows: np.ndarray | None = None,
         entries: np.ndarray | None = None,
-        steps: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, ...]:
         """The Chebyshev blocks of the dormant windows ``(s, k)`` for ``x = sqrt(v)`` in ``[x_min, x_max]`` (one per window).
 
         ``windows`` is :meth:`_block_window` of ``(s, x_max)``, computed here
         unless given (and unused for windows cut from the end); ``entries``
         the number of entries each window sums (none summed through log x
-        pieces when not given). ``steps``, when given, is ``(skip, count)``:
-        each window sums its steps ``skip + 1 .. skip + count`` and nothing
-        else, every block held to ``tol / 64`` (:meth:`_prefix_sums`).
+        pieces when not given).
 
         Returns ``(const, start, count, b_c, t_mid, t_half, coef, terms,
         smooth)``: per window, the weight ``sum w_i`` of its terms whose ``b_i
@@ -1172,23 +1165,20 @@ class AdamCoasting:
         of ``H(t) = sum w_i / (1 - e_i t)`` on it, and how many of them it
         needs.
         """
-        if steps is not None:
-            skip, count_steps = steps
-        elif self.reverse:  # the last steps of each gap
+        if self.reverse:  # the last steps of each gap
             count_steps = np.minimum(k, self._reverse_window(s, k))
             skip = k - count_steps
         else:
             count_steps = np.minimum(k, self._block_window(s, x_max) if windows is None else windows)
             skip = np.zeros(s.shape, dtype=np.int64)
         tail = np.zeros(s.size)
-        geometric = steps is None and self.rate.constant is not None and s.size > 0
-        if geometric and int((s + skip + count_steps).max()) >= self.exact_one:
+        if self.rate.constant is not None and s.size and int((s + skip + count_steps).max()) >= self.exact_one:
             # from where every term is w / eps and w geometric (the bias corrections 1): one sum (_summed_steps)
             summed = self._summed_steps(s, count_steps, skip, x_max)
             tail = self._geometric_sum(k, skip + summed + 1, skip + count_steps)
             count_steps = summed
         owner, b, w = self._window_terms(s, k, skip, count_steps, x_max)
-        return self._terms_blocks(owner, b, w, x_min, x_max, tail, entries, tight=steps is not None)
+        return self._terms_blocks(owner, b, w, x_min, x_max, tail, entries)
 
     def _terms_blocks(
         self,
@@ -2036,7 +2026,8 @@ def _log_interpolate(
     Row ``r`` uses the pieces ``first[r] .. first[r] + pieces[r] - 1`` of
     ``coef`` (one piece a row, :func:`_log_coefficients`), of width
     ``width[r]`` from ``lo[r] = log low[r]``; its ``x`` is clipped to
-    ``[low[r], top[r]]``.
+    ``[low[r], top[r]]``. ``low``, ``top``, ``lo``, ``width`` and ``pieces``
+    may hold one value for every row.
     """
     n = coef.shape[-1]
     y = np.log(np.clip(x.astype(np.float64), low[:, None], top[:, None]))

@@ -209,9 +209,12 @@ def sgd_scheduled_map(
     for begin, end in zip(batch.tolist(), [*batch[1:].tolist(), walked.size]):  # about DECAY_BLOCK steps a batch
         items, sizes = walked[begin:end], size[begin:end]
         steps = np.repeat(lo[items], sizes) + np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        first, span = int(lo[items[0]]), int(hi[items[-1]] - lo[items[0]]) + 1
+        begin_step, span = int(lo[items[0]]), int(hi[items[-1]] - lo[items[0]]) + 1
         # the rates of one stretch of steps where the batch's steps fill most of it (a long gap), else step by step
-        lr = rates.over(first, first + span)[steps - first] if span <= 2 * steps.size else rates.at_steps(steps)
+        if span <= 2 * steps.size:
+            lr = rates.over(begin_step, begin_step + span)[steps - begin_step]
+        else:
+            lr = rates.at_steps(steps)
         products[:, items] = _item_products(lr, sizes, weight_decay, momentum)
     # chain the items from the latest back; each start's map is the product down to its first step
     record = np.searchsorted(lo, unique + 1)  # the item that starts at s + 1
