@@ -571,13 +571,32 @@ def lr_at(schedule: Callable[[int], float], t: object) -> float:
     step = check_step(t)
     if type(schedule) in _FUNCTION_NAMES:  # a built-in: finite and >= 0 by construction
         return schedule._rate(step)  # type: ignore[attr-defined]
-    value = schedule(step)
+    return _checked(schedule(step), step)
+
+
+def _checked(value: object, step: int) -> float:
+    """:func:`lr_at`'s check of the value a schedule returned at ``step``: a finite Python float ``>= 0``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"learning-rate schedule returned {value!r} at step {step} (must be a real number)")
     rate = float(value)
     if not math.isfinite(rate) or rate < 0.0:
         raise ValueError(f"Invalid learning rate at step {step}: {rate!r} (must be finite and >= 0)")
     return rate + 0.0
+
+
+def _called(schedule: Callable[[int], float], steps: list[int]) -> np.ndarray:
+    """``[lr_at(schedule, t) for t in steps]`` (Python ints ``>= 1``) as float64, bit for bit, one call a step.
+
+    When every value is a Python or numpy ``float`` (the common case) they are checked
+    at once; otherwise, or where one is not finite or negative, each value is
+    checked as :func:`lr_at` checks it, so the error names the first bad step.
+    """
+    raw = [schedule(t) for t in steps]
+    if set(map(type, raw)) <= {float, np.float64}:
+        rates = np.array(raw, dtype=np.float64)
+        if np.all(rates >= 0.0) and np.isfinite(rates).all():  # (NaN fails the first)
+            return rates + 0.0
+    return np.array([_checked(value, t) for value, t in zip(raw, steps)], dtype=np.float64)
 
 
 def values(schedule: Callable[[int], float], t_start: object, t_stop: object) -> np.ndarray:
@@ -587,7 +606,8 @@ def values(schedule: Callable[[int], float], t_start: object, t_stop: object) ->
     built-ins evaluate the range with numpy (the transcendental parts with the
     same ``math.sin``/``math.pow`` the scalar path uses, one power per decay
     period for :func:`step_decay`), any other callable is called once per step
-    and each value checked.
+    and its values checked as :func:`lr_at` checks one (at once when they are
+    all Python floats).
 
     Parameters
     ----------
@@ -622,7 +642,7 @@ def values(schedule: Callable[[int], float], t_start: object, t_stop: object) ->
         return np.zeros(0)
     if type(schedule) in _FUNCTION_NAMES:
         return schedule._rates(np.arange(start, stop, dtype=np.int64))  # type: ignore[attr-defined]
-    return np.array([lr_at(schedule, t) for t in range(start, stop)], dtype=np.float64)
+    return _called(schedule, list(range(start, stop)))
 
 
 def values_at(schedule: Callable[[int], float], steps: np.ndarray) -> np.ndarray:
@@ -648,7 +668,7 @@ def values_at(schedule: Callable[[int], float], steps: np.ndarray) -> np.ndarray
     if type(schedule) in _FUNCTION_NAMES:
         rates = schedule._rates(unique)  # type: ignore[attr-defined]
     else:
-        rates = np.array([lr_at(schedule, t) for t in unique.tolist()], dtype=np.float64)
+        rates = _called(schedule, unique.tolist())
     return rates[inverse].reshape(steps.shape)
 
 

@@ -350,6 +350,44 @@ def test_values_of_a_callable_calls_it_per_step_and_checks_each_value() -> None:
 
 
 @pytest.mark.parametrize(
+    "values",
+    [
+        [0.5, 0.25, -0.0, 1e-300, 3.0],  # Python floats: checked at once
+        [np.float64(0.5), 0.25, np.float64(-0.0), 2.0, 1.0],
+        [1, np.float32(0.1), 0.5, True and 2, np.int64(3)],  # any real: checked one by one
+    ],
+)
+def test_values_of_a_callable_are_lr_at_bit_for_bit(values: list) -> None:
+    """The range and the gathered steps of any callable are each step's ``lr_at``, bit for bit (``-0.0`` as 0)."""
+    f = dict(zip(range(1, 6), values)).__getitem__
+    expected = [schedules.lr_at(f, t) for t in range(1, 6)]
+    got = schedules.values(f, 1, 6)
+    assert got.tobytes() == np.array(expected).tobytes()
+    assert schedules.values_at(f, np.array([[5, 1], [3, 3]])).tobytes() == np.array(
+        [[expected[4], expected[0]], [expected[2], expected[2]]]
+    ).tobytes()
+
+
+@pytest.mark.parametrize(
+    ("bad", "error", "match"),
+    [
+        (float("nan"), ValueError, r"Invalid learning rate at step 3: nan"),
+        (-1.0, ValueError, r"Invalid learning rate at step 3: -1\.0"),
+        (np.float64("inf"), ValueError, r"Invalid learning rate at step 3: inf"),
+        ("0.1", TypeError, r"returned '0\.1' at step 3"),
+        (None, TypeError, r"returned None at step 3"),
+    ],
+)
+def test_values_of_a_callable_name_the_first_bad_step(bad: object, error: type, match: str) -> None:
+    """Whichever way the values are checked, the error names the first bad step and its value."""
+    f = {1: 0.1, 2: 0.2, 3: bad, 4: -5.0, 5: 0.5}.__getitem__
+    with pytest.raises(error, match=match):
+        schedules.values(f, 1, 6)
+    with pytest.raises(error, match=match):
+        schedules.values_at(f, np.array([5, 4, 3, 1]))
+
+
+@pytest.mark.parametrize(
     ("start", "stop", "error", "match"),
     [
         (0, 3, ValueError, "t_start: 0"),
