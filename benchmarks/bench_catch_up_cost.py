@@ -28,6 +28,12 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    touched rows' gaps spread from one step to 10**5 and beyond, as a long run's
    would, instead of the few dozen steps of 1. With a schedule grid
    (``--schedule-scales``), also under the schedule of 3, as Adam.
+5. **Every optimizer and schedule**: the gap measurement of 2 (the shortest
+   and the longest gap, one gradient scale) for Adam, AdamW (``weight_decay``
+   0.01) and SGD (momentum 0.9, coupled ``weight_decay`` 0.01; against LAZY,
+   SGD's other mode) in float32 and float64, under each built-in schedule
+   (:data:`EVERY_SCHEDULES`) and a callable (:func:`inverse_time`): where the
+   catch-up's cost still follows the gap, this says for which inputs.
 
 Run from the repository root::
 
@@ -41,7 +47,7 @@ import argparse
 import gc
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from machine import format_machine_info, load_average, machine_info
@@ -52,10 +58,24 @@ from sparse_opt.demos.data import zipf_ids
 GOAL_RATIO = 3.0
 #: The global step of the late-training state (measurement 4).
 LATE_STEP = 10**6
-
-
 #: The schedule of the third measurement: a warm-up of 1000 steps, then a cosine over two million.
 SCHEDULE = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
+
+
+def inverse_time(t: int) -> float:
+    """A schedule the kit does not know (measurement 5): ``1e-3 / (1 + 1e-6 t)``, a plain function."""
+    return 1e-3 / (1.0 + 1e-6 * t)
+
+
+#: The schedules of measurement 5: each built-in, and a callable.
+EVERY_SCHEDULES = {
+    "constant": 1e-3,
+    "warmup_cosine": SCHEDULE,
+    "step_decay": so.schedules.step_decay(1e-3, 100_000, 0.5),
+    "exponential": so.schedules.exponential(1e-3, 0.999999),
+    "callable": inverse_time,
+}
+
 
 
 def make_optimizer(
@@ -113,13 +133,14 @@ def interleaved(opts: Sequence[so.SparseAdamTable], work: Sequence, warmup: int)
 def gap_times(
     args: argparse.Namespace,
     scale: float,
-    beta1: float,
-    beta2: float,
     gap: int,
-    scheduled: bool = False,
-    weight_decay: float = 0.0,
-) -> tuple[float, float]:
-    """Median times of the step touching ``touched`` warm rows after ``gap`` dormant steps: (DENSE_EQUIVALENT, DORMANCY_DECAY)."""
+    make: Callable[[np.ndarray, str], so.SparseAdamTable | so.SparseSgdTable],
+    modes: Sequence[str] = ("dense_equivalent", "dormancy_decay"),
+) -> list[float]:
+    """Median times of the step touching ``touched`` warm rows after ``gap`` dormant steps, one per mode of ``modes``.
+
+    ``make(table, mode)`` builds each optimizer.
+    """
     base = np.random.default_rng([args.seed, 0]).standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
     work = batches(args.rows, args.cols, args.batch, args.gap_warmup, scale, args.dtype, args.seed)
     warm_ids = np.unique(np.concatenate([ids for ids, _ in work]))
@@ -127,21 +148,51 @@ def gap_times(
     touched = np.sort(rng.choice(warm_ids, size=min(args.touched, warm_ids.size), replace=False))
     grads = (rng.standard_normal((touched.size, args.cols)) * scale).astype(args.dtype)
     out = []
-    for mode in ("dense_equivalent", "dormancy_decay"):
+    for mode in modes:
         table = base.copy()
-        opt = make_optimizer(table, mode, beta1, beta2, scheduled, weight_decay)
+        opt = make(table, mode)
         for ids, g in work:
             opt.step(so.CsrGradient.from_rows(ids, g, args.rows))
         state = opt.state_dict()
         state["step_count"] = np.int64(int(state["step_count"]) + gap)
         times = []
         for _ in range(args.gap_repeats):
-            fresh = make_optimizer(table.copy(), mode, beta1, beta2, scheduled, weight_decay)
+            fresh = make(table.copy(), mode)
             fresh.load_state_dict(state)
             gc.collect()
             times.append(step(fresh, touched, grads))
         out.append(float(np.median(times)))
-    return out[0], out[1]
+    return out
+
+
+def every_optimizer(kind: str, lr: object, beta1: float) -> Callable[[np.ndarray, str], so.SparseAdamTable | so.SparseSgdTable]:
+    """Measurement 5's ``make(table, mode)`` for ``kind`` (``"Adam"``, ``"AdamW"``, ``"SGD"``) with rate ``lr``."""
+    if kind == "SGD":
+        return lambda t, mode: so.SparseSgdTable(t, so.SparseSgdConfig(lr=lr, momentum=0.9, weight_decay=0.01, mode=mode))
+    wd = 0.01 if kind == "AdamW" else 0.0
+    config = dict(lr=lr, beta1=beta1, beta2=0.999, eps=1e-8, weight_decay=wd)
+    return lambda t, mode: so.SparseAdamTable(t, so.SparseAdamConfig(**config, mode=mode))
+
+
+def every_grid(args: argparse.Namespace) -> None:
+    """Print measurement 5 (module docstring), and its worst ratio of the longest gap to the shortest."""
+    short, long = args.gaps[0], args.gaps[-1]
+    print(f"{'optimizer':>9} {'dtype':>8} {'schedule':>14} {'beta1':>7} {'DE ms':>9} {'other ms':>9} {'DE ms':>9} {'other ms':>9} {'/shortest':>9}")
+    print(f"{'':>9} {'':>8} {'':>14} {'':>7} {f'gap {short:,}':>19} {f'gap {long:,}':>19}")
+    worst = 0.0
+    for kind, dtype, name in itertools.product(("Adam", "AdamW", "SGD"), args.every_dtypes, EVERY_SCHEDULES):
+        modes = ("dense_equivalent", "lazy" if kind == "SGD" else "dormancy_decay")
+        for beta1 in (0.9,) if kind == "SGD" else (0.9, 0.9999):
+            make = every_optimizer(kind, EVERY_SCHEDULES[name], beta1)
+            typed = argparse.Namespace(**{**vars(args), "dtype": dtype})
+            (de_s, other_s), (de_l, other_l) = (gap_times(typed, args.every_scale, gap, make, modes) for gap in (short, long))
+            worst = max(worst, de_l / de_s)
+            print(
+                f"{kind:>9} {dtype:>8} {name:>14} {beta1 if kind != 'SGD' else '':>7} {de_s * 1e3:>9.2f}"
+                f" {other_s * 1e3:>9.2f} {de_l * 1e3:>9.2f} {other_l * 1e3:>9.2f} {de_l / de_s:>9.2f}",
+                flush=True,
+            )
+    print(f"\nworst step after the longest gap / after the shortest: {worst:.2f} (goal <= {GOAL_RATIO:g})")
 
 
 def late_ratio(
@@ -189,6 +240,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--schedule-scales", type=float, nargs="*", default=None, help="gradient scales of the scheduled gap grid [1e-6; quick none]")
     p.add_argument("--schedule-weight-decay", type=float, default=0.01, help="AdamW's weight_decay under the schedule [0.01; 0: Adam only]")
     p.add_argument("--late-scales", type=float, nargs="*", default=None, help="gradient scales of the late-training grid [1 1e-6; quick 1e-6]")
+    p.add_argument("--every-dtypes", nargs="*", default=None, help="dtypes of measurement 5 [float32 float64; quick none]")
+    p.add_argument("--every-scale", type=float, default=1e-6, help="gradient scale of measurement 5 [1e-6]")
     p.add_argument("--skip-train", action="store_true", help="only the gap grid")
     p.add_argument("--skip-gaps", action="store_true", help="only the training-step grid")
     p.add_argument("--seed", type=int, default=0)
@@ -206,6 +259,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "gap_beta1s": ([0.9, 0.999, 0.9999], [0.9, 0.9999]),
         "schedule_scales": ([1e-6], []),
         "late_scales": ([1.0, 1e-6], [1e-6]),
+        "every_dtypes": (["float32", "float64"], []),
     }
     for name, (full, quick) in defaults.items():
         if getattr(args, name) is None:
@@ -220,7 +274,9 @@ def gap_grid(args: argparse.Namespace, scales: Sequence[float], scheduled: bool,
     for scale, beta1, beta2 in itertools.product(scales, args.gap_beta1s, args.beta2s):
         shortest = None
         for gap in args.gaps:
-            de, dd = gap_times(args, scale, beta1, beta2, gap, scheduled, weight_decay)
+            de, dd = gap_times(
+                args, scale, gap, lambda t, mode: make_optimizer(t, mode, beta1, beta2, scheduled, weight_decay)
+            )
             shortest = de if shortest is None else shortest
             worst_gap = max(worst_gap, de / shortest)
             print(
@@ -270,6 +326,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
                 de, dd, ratio = late_ratio(args, scale, beta1, beta2, scheduled=True)
                 print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
+    if args.every_dtypes and not args.skip_gaps:
+        print(f"\n## Every optimizer and schedule: the step after a gap, as in 2, at gradient scale {args.every_scale:g}\n")
+        every_grid(args)
     print(f"\nload average after the run (1, 5, 15 min): {load_average()}")
 
 
