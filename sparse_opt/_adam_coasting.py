@@ -294,6 +294,8 @@ PIECE_WIDTH = 0.5
 SMOOTH_ENTRIES = 20
 #: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
 NODE_BATCH = 1 << 16
+#: Entries :func:`_log_interpolate` evaluates in one numpy pass.
+INTERPOLATE_BATCH = 1 << 16
 #: Steps times nodes one pass of the node sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
 RUN_COST = 5000
 #: Flat steps of a window from which their weights are summed pairwise (:meth:`AdamCoasting._flat_sums`).
@@ -2027,17 +2029,28 @@ def _log_interpolate(
     ``coef`` (one piece a row, :func:`_log_coefficients`), of width
     ``width[r]`` from ``lo[r] = log low[r]``; its ``x`` is clipped to
     ``[low[r], top[r]]``. ``low``, ``top``, ``lo``, ``width`` and ``pieces``
-    may hold one value for every row.
+    may hold one value for every row. Rows are taken ``INTERPOLATE_BATCH``
+    entries at a time: each entry's coefficients are gathered at once (one
+    gather, not one a term) and the batch's arrays stay in cache.
     """
     n = coef.shape[-1]
-    y = np.log(np.clip(x.astype(np.float64), low[:, None], top[:, None]))
-    pos = (y - lo[:, None]) / np.maximum(width, 1e-300)[:, None]
-    piece = np.clip(np.floor(pos), 0, (pieces - 1)[:, None])
-    u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
-    which = first[:, None] + piece.astype(np.int64)
-    if n == 1:
-        return coef[which, 0]
-    return _clenshaw(u, lambda j: coef[which, j], n)
+    by_term = np.ascontiguousarray(coef.T)  # (n, pieces): a term's coefficients contiguous, for the gathers
+    out = np.empty(x.shape)
+    rows = max(1, INTERPOLATE_BATCH // max(x.shape[1], 1))
+    for r0 in range(0, x.shape[0], rows):
+        r = slice(r0, r0 + rows)
+        low_r, top_r, lo_r, width_r, pieces_r = (a[r] if a.size > 1 else a for a in (low, top, lo, width, pieces))
+        y = np.log(np.clip(x[r].astype(np.float64), low_r[:, None], top_r[:, None]))
+        pos = (y - lo_r[:, None]) / np.maximum(width_r, 1e-300)[:, None]
+        piece = np.clip(np.floor(pos), 0, (pieces_r - 1)[:, None])
+        u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
+        gathered = by_term.take(first[r][:, None] + piece.astype(np.int64), axis=1)  # (n, rows, C)
+        gathered.flags.writeable = False  # the recurrence must not reuse a coefficient's array
+        if n == 1:
+            out[r] = gathered[0]
+        else:
+            _clenshaw(u, gathered.__getitem__, n, out=out[r])
+    return out
 
 
 def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
