@@ -39,6 +39,8 @@ from sparse_opt._validation import check_decoupled_decay
 DECAY_BLOCK = 1 << 16
 #: Most runs of one decay factor a schedule is kept as (:meth:`LearningRate.runs`); beyond, products go step by step.
 MAX_RUNS = 1 << 12
+#: Most steps of products from one ``through`` back that :meth:`LearningRate.decay` keeps for the next call (8 MiB).
+DECAY_MEMO = 1 << 20
 
 
 class LearningRate:
@@ -64,6 +66,8 @@ class LearningRate:
         if self.constant is not None:
             check_decoupled_decay(self.constant, weight_decay)
         self._peak, self._peak_through = 0.0, 0
+        #: The last step-by-step products: ``(through, dtype, top, chunks)``, each chunk ``(lo, chain)`` (:meth:`decay`).
+        self._memo: tuple[int, str, int, list[tuple[int, np.ndarray]]] | None = None
 
     def at(self, t: int) -> float:
         """The rate of step ``t``, checked (``ValueError`` naming the step and the value)."""
@@ -158,6 +162,11 @@ class LearningRate:
         product is one power per run (:meth:`_decay_by_runs`): O(runs)
         whatever the gap. Otherwise O(gap) rate evaluations per call for any
         other schedule, and for the built-ins O(the steps before they settle).
+        The last call's products from ``through`` back (their first
+        ``DECAY_MEMO`` steps) are kept, and a call with the same ``through``
+        and dtype reuses them, the same floats: a catch-up asks for its
+        entries' decays, its windows' steps' and its shared tail's, each from
+        its step (one pass of rates instead of three).
         """
         last = np.asarray(last)
         if not self.weight_decay:
@@ -179,16 +188,27 @@ class LearningRate:
             tail = first >= low
             out[tail] = schedules._int_powers(c, through + 1 - first[tail])
             top, carry = low - 1, schedules._int_power(c, through + 1 - low)
+        key = (through, np.dtype(dtype).str, top)
+        kept = self._memo[3] if self._memo is not None and self._memo[:3] == key else []
+        chunks: list[tuple[int, np.ndarray]] = []
         while top >= first[0]:
             lo = max(int(first[0]), top - DECAY_BLOCK + 1)
             inside = (first >= lo) & (first <= top)
             if carry == 0.0:  # every earlier product is 0 too
                 out[first <= top] = 0.0
                 break
-            factors = (1.0 - self.over(lo, top + 1) * self.weight_decay).astype(dtype).astype(np.float64)
-            chain = np.multiply.accumulate(np.concatenate(([carry], factors[::-1])))  # chain[n] = P_{top + 1 - n}
+            n = len(chunks)
+            if n < len(kept) and kept[n][0] <= lo:  # this chunk of the last call's pass from `through`, as long
+                chain = kept[n][1]
+            else:
+                factors = (1.0 - self.over(lo, top + 1) * self.weight_decay).astype(dtype).astype(np.float64)
+                chain = np.multiply.accumulate(np.concatenate(([carry], factors[::-1])))  # chain[n] = P_{top + 1 - n}
+            if (n + 1) * DECAY_BLOCK <= DECAY_MEMO:
+                chunks.append((top + 1 - (chain.size - 1), chain))
             out[inside] = chain[top + 1 - first[inside]]
-            top, carry = lo - 1, float(chain[-1])
+            top, carry = lo - 1, float(chain[top + 1 - lo])
+        if chunks and (not kept or chunks[-1][0] <= kept[-1][0]):  # a memo that reaches as far back, or further
+            self._memo = (*key, chunks)
         return out[inverse].reshape(last.shape)
 
     @staticmethod

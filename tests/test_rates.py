@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparse_opt import _analytic_rates as analytic_rates
+from sparse_opt import _rates as rates_module
 from sparse_opt import schedules
 from sparse_opt._rates import DECAY_BLOCK, LearningRate
 
@@ -64,6 +65,44 @@ def test_a_product_is_the_same_whatever_else_is_asked_with_it(name):
     alone = np.array([rate.decay(np.array([s]), through)[0] for s in starts.tolist()])
     np.testing.assert_array_equal(together, alone)
     assert together[-1] == 1.0  # no step: an empty product
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_kept_products_are_the_same_floats_and_spare_the_rates(name, monkeypatch):
+    """A call with the last call's ``through`` reuses the products it kept (chunks of 8 steps here, at most 24 kept):
+    the same bits as a fresh learning rate's, whatever was asked before, and no rate asked again within them."""
+    monkeypatch.setattr(rates_module, "DECAY_BLOCK", 8)
+    monkeypatch.setattr(rates_module, "DECAY_MEMO", 24)
+    asked = []
+    original = LearningRate.over
+
+    def counting(self, start, stop):
+        asked.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(LearningRate, "over", counting)
+    rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
+    rng = np.random.default_rng(3)
+    calls = [(50, [0, 3]), (50, [30]), (50, [45, 49]), (50, [10, 20]), (44, [1]), (50, [40]), (50, [0])]
+    calls += [(int(t), rng.integers(0, t + 1, 3).tolist()) for t in rng.integers(1, 80, 25)]
+    for through, starts in calls:
+        for dtype in (np.float64, np.float32):
+            asked.clear()
+            got = rate.decay(np.array(starts), through, np.dtype(dtype))
+            fresh = LearningRate(SCHEDULES[name], weight_decay=1.0).decay(np.array(starts), through, np.dtype(dtype))
+            assert got.tobytes() == fresh.tobytes(), (through, starts, dtype)
+    settled = schedules.constant_from(SCHEDULES[name])
+    if rate.runs(np.dtype(np.float64)) is not None or (settled is not None and settled[0] <= 50):
+        return  # products by runs, or one power from where the rate settles: no rates step by step to spare
+    rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
+    rate.decay(np.array([10]), 50)  # steps 11 .. 50 in chunks from step 50 back: the first three kept (27 .. 50)
+    asked.clear()
+    rate.decay(np.array([30, 26]), 50)
+    assert asked == []  # steps 27 .. 50: all kept
+    rate.decay(np.array([30, 25]), 50)
+    assert asked == [(26, 27)]  # step 26 alone is new
+    rate.decay(np.array([30]), 49)
+    assert asked[1:] == [(42, 50), (34, 42), (31, 34)]  # another through: nothing kept applies, 8 steps a chunk
 
 
 def test_a_settled_schedule_evaluates_only_the_steps_before_it_settles(monkeypatch):
