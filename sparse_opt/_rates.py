@@ -41,6 +41,8 @@ DECAY_BLOCK = 1 << 16
 MAX_RUNS = 1 << 12
 #: Most steps of products from one ``through`` back that :meth:`LearningRate.decay` keeps for the next call (8 MiB).
 DECAY_MEMO = 1 << 20
+#: Most steps whose rates :meth:`LearningRate.over` keeps (8 MiB).
+RATE_MEMO = 1 << 20
 
 
 class LearningRate:
@@ -66,6 +68,7 @@ class LearningRate:
         if self.constant is not None:
             check_decoupled_decay(self.constant, weight_decay)
         self._peak, self._peak_through = 0.0, 0
+        self._kept = _KeptRates()
         #: The last step-by-step products: ``(through, dtype, top, chunks)``, each chunk ``(lo, chain)`` (:meth:`decay`).
         self._memo: tuple[int, str, int, list[tuple[int, np.ndarray]]] | None = None
 
@@ -82,9 +85,21 @@ class LearningRate:
         return rate
 
     def over(self, start: int, stop: int) -> np.ndarray:
-        """The rates of steps ``start .. stop - 1`` (float64), checked like :meth:`at`."""
+        """The rates of steps ``start .. stop - 1`` (float64), checked like :meth:`at`.
+
+        The rates of the latest steps asked for, at most ``RATE_MEMO``, are
+        kept (:class:`_KeptRates`): a step's rate is a function of the step
+        alone, so a range among them is a copy, and a range beside or over
+        them evaluates only its new steps. A training step's catch-up asks
+        for the dormant steps of its rows, most of which the step before
+        asked for too.
+        """
         if self.constant is not None:
             return np.full(max(stop - start, 0), self.constant)
+        return self._kept.rates(start, stop, self._evaluate)
+
+    def _evaluate(self, start: int, stop: int) -> np.ndarray:
+        """:meth:`over` without the kept rates: the schedule's values, checked."""
         rates = schedules.values(self.schedule, start, stop)
         bad = np.flatnonzero(rates * self.weight_decay > 1.0)
         if bad.size:
@@ -92,9 +107,18 @@ class LearningRate:
         return rates
 
     def at_steps(self, steps: np.ndarray) -> np.ndarray:
-        """The rates of the steps in the int64 array ``steps`` (any shape), checked like :meth:`at`."""
+        """The rates of the steps in the int64 array ``steps`` (any shape), checked like :meth:`at`.
+
+        From :meth:`over`'s kept rates where they hold every step, or where the
+        steps fill at least half of their span (then kept too).
+        """
         if self.constant is not None:
             return np.full(np.shape(steps), self.constant)
+        steps = np.asarray(steps, dtype=np.int64)
+        if steps.size:
+            first, last = int(steps.min()), int(steps.max())
+            if first >= 1 and (self._kept.holds(first, last + 1) or last - first < min(2 * steps.size, RATE_MEMO)):
+                return self.over(first, last + 1)[steps - first]
         rates = schedules.values_at(self.schedule, steps)
         bad = np.flatnonzero(rates * self.weight_decay > 1.0)
         if bad.size:
@@ -247,6 +271,58 @@ class LearningRate:
         if isinstance(self.schedule, schedules.Schedule):
             return repr(self.schedule)
         return "callable"
+
+
+class _KeptRates:
+    """The rates of one range of at most ``RATE_MEMO`` consecutive steps, in a ring: step ``t`` at ``t % RATE_MEMO``.
+
+    A range asked for next to or over the kept one joins it (only its new
+    steps evaluated), dropping the steps at the far end beyond ``RATE_MEMO``;
+    a newer range apart from it replaces it; an older one apart is not kept.
+    Nothing is copied but the steps asked for.
+    """
+
+    def __init__(self) -> None:
+        self.lo, self.hi = 1, 1  # the steps kept: lo .. hi - 1
+        self.ring = np.zeros(0)
+
+    def holds(self, start: int, stop: int) -> bool:
+        """Whether every step ``start .. stop - 1`` is kept."""
+        return self.lo <= start and stop <= self.hi
+
+    def rates(self, start: int, stop: int, evaluate: Callable[[int, int], np.ndarray]) -> np.ndarray:
+        """The rates of ``start .. stop - 1``: kept ones copied, the others from ``evaluate(a, b)`` (and kept)."""
+        if stop - start > RATE_MEMO or stop <= start:
+            return evaluate(start, stop)
+        if not self.holds(start, stop):
+            if start > self.hi or stop < self.lo:  # apart from the kept steps
+                if stop <= self.hi:
+                    return evaluate(start, stop)
+                self.lo = self.hi = start
+            if start < self.lo:  # older steps: the newest beyond RATE_MEMO are dropped
+                new = evaluate(start, self.lo)
+                self.hi = min(self.hi, start + RATE_MEMO)
+                self._write(start, new)
+                self.lo = start
+            if stop > self.hi:  # newer steps: the oldest beyond RATE_MEMO are dropped
+                new = evaluate(self.hi, stop)
+                self._write(self.hi, new)
+                self.lo, self.hi = max(self.lo, stop - RATE_MEMO), stop
+        return self._read(start, stop)
+
+    def _write(self, start: int, values: np.ndarray) -> None:
+        if not self.ring.size:
+            self.ring = np.empty(RATE_MEMO)
+        at = start % RATE_MEMO
+        first = min(values.size, RATE_MEMO - at)
+        self.ring[at : at + first] = values[:first]
+        self.ring[: values.size - first] = values[first:]
+
+    def _read(self, start: int, stop: int) -> np.ndarray:
+        at = start % RATE_MEMO
+        if at + (stop - start) <= RATE_MEMO:
+            return self.ring[at : at + stop - start].copy()
+        return np.concatenate([self.ring[at:], self.ring[: stop - start - (RATE_MEMO - at)]])
 
 
 @functools.lru_cache(maxsize=64)

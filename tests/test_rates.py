@@ -105,6 +105,49 @@ def test_kept_products_are_the_same_floats_and_spare_the_rates(name, monkeypatch
     assert asked[1:] == [(42, 50), (34, 42), (31, 34)]  # another through: nothing kept applies, 8 steps a chunk
 
 
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_kept_rates_are_the_same_floats_and_only_new_steps_are_evaluated(name, monkeypatch):
+    """``over`` keeps one range of at most RATE_MEMO steps (40 here): any sequence of ``over`` and ``at_steps`` calls
+    gives each step's own rate, bit for bit, and a range next to the kept one evaluates only its new steps."""
+    monkeypatch.setattr(rates_module, "RATE_MEMO", 40)
+    evaluated = []
+    original = LearningRate._evaluate
+
+    def counting(self, start, stop):
+        evaluated.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(LearningRate, "_evaluate", counting)
+    rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        start = int(rng.integers(1, 120))
+        if rng.random() < 0.5:
+            stop = start + int(rng.integers(0, 60))
+            got = rate.over(start, stop)
+            steps = np.arange(start, stop)
+        else:
+            steps = start + rng.integers(0, int(rng.integers(1, 90)), int(rng.integers(1, 30)))
+            got = rate.at_steps(steps)
+        assert got.tobytes() == np.array([rate.at(int(t)) for t in steps]).tobytes()
+        got[...] = -1.0  # the caller's own array: the kept rates are not changed
+    if rate.constant is not None:
+        return
+    rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
+    evaluated.clear()
+    rate.over(100, 120)
+    rate.over(110, 125)  # steps 120 .. 124 are new
+    rate.over(90, 100)  # and 90 .. 99
+    rate.over(95, 125)  # kept
+    assert evaluated == [(100, 120), (120, 125), (90, 100)]
+    rate.over(200, 230)  # newer and too far to join (90 .. 229 > 40 steps): kept instead
+    rate.over(80, 90)  # older and too far: evaluated, not kept
+    rate.over(210, 220)
+    assert evaluated[3:] == [(200, 230), (80, 90)]
+    with pytest.raises(ValueError, match="Invalid learning rate at step 7"):
+        LearningRate(lambda t: 0.5 if t != 7 else -1.0).at_steps(np.array([3, 5, 8, 9]))  # dense: 3 .. 9 evaluated
+
+
 def test_a_settled_schedule_evaluates_only_the_steps_before_it_settles(monkeypatch):
     """warmup_cosine settles at total_steps: a gap of 10**12 steps asks for the rates up to there, then one power."""
     rate = LearningRate(schedules.warmup_cosine(0.3, 7, 60, final_lr=1e-15), weight_decay=1.0)
