@@ -1,6 +1,7 @@
 """Double-double arithmetic on numpy arrays: a value is ``hi + lo``, about 106 bits of precision.
 
-Used where a power ``M**k`` of a small matrix must stay exact for any ``k``:
+Used where a power ``M**k`` of a small matrix must stay exact for any ``k``
+(and, for sums of many terms, :func:`row_sums`):
 binary powering rounds once per squaring, so in plain float64 the relative
 error grows like ``log2(k)`` roundings of every entry -- and, worse, an entry
 such as ``1 - lr * weight_decay`` is rounded before it is raised to the power
@@ -12,10 +13,14 @@ The error-free transformations are Knuth's ``two_sum`` and Dekker's
 ``two_prod`` (with Veltkamp splitting, since numpy has no fused multiply-add);
 see Dekker, "A floating-point technique for extending the available precision"
 (1971), and Hida, Li & Bailey, "Library for double-double and quad-double
-arithmetic" (2007).
+arithmetic" (2007). :func:`row_sums` is the first step of Rump, Ogita & Oishi,
+"Accurate floating-point summation part I: faithful rounding" (SIAM J. Sci.
+Comput. 31, 2008).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -106,3 +111,30 @@ def dd_matpow2(m: tuple[DD, DD, DD, DD], k: np.ndarray) -> tuple[np.ndarray, ...
         if (remaining > 0).any():
             base = dd_matmul2(base, base)
     return tuple(hi + lo for hi, lo in out)
+
+
+def row_sums(terms: np.ndarray) -> np.ndarray:
+    """The sum of each row of the non-negative ``(R, C)`` float64 ``terms``, within one rounding of the exact sum.
+
+    Each row's terms are split at ``sigma = 2**(M + e)``, ``2**e`` above the
+    row's largest term and ``2**M >= C + 2``: ``hi = (sigma + t) - sigma`` and
+    ``lo = t - hi`` are exact, the ``hi`` parts are multiples of ``ulp(sigma)``
+    whose sum stays below ``2 sigma``, so it is exact too, and the ``lo`` parts
+    (each below ``2**-53 sigma``) add at most ``C**2 2**-106 sigma`` of error,
+    far below a rounding of the sum (which is at least the largest term,
+    ``>= 2**-(M+1) sigma``). The result, ``sum(hi) + sum(lo)``, rounds once.
+    Six passes over the terms, whatever their number (``math.fsum`` per row
+    would be one Python call per term); rows whose ``sigma`` would overflow
+    (terms near the largest float) go to ``math.fsum``.
+    """
+    _, e = np.frexp(terms.max(axis=1, initial=0.0))  # the largest term < 2**e
+    with np.errstate(over="ignore", invalid="ignore"):  # (an infinite sigma: the row is summed below)
+        sigma = np.ldexp(1.0, (e + math.ceil(math.log2(terms.shape[1] + 2))).astype(np.int32))[:, None]
+        hi = (sigma + terms) - sigma
+        out = hi.sum(axis=1) + (terms - hi).sum(axis=1)
+    for r in np.flatnonzero(np.isinf(sigma[:, 0])):  # terms within 2**M of the largest float: summed exactly
+        try:
+            out[r] = math.fsum(terms[r].tolist())
+        except OverflowError:  # the sum itself is beyond the largest float
+            out[r] = math.inf
+    return out

@@ -66,7 +66,7 @@ import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
-from sparse_opt._double_double import dd_add, dd_matpow2, two_prod
+from sparse_opt._double_double import dd_add, dd_matpow2, row_sums, two_prod
 from sparse_opt._gather import gather, scatter
 from sparse_opt._rates import DECAY_BLOCK, LearningRate
 from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype
@@ -75,6 +75,9 @@ from sparse_opt._state import Entry, config_scalars, counter, float_array
 from sparse_opt._step_record import as_column
 from sparse_opt._validation import check_bool, check_lr, check_new_state, check_scalar
 from sparse_opt.modes import LazyMode
+
+#: Terms of the momentum sums added up in one numpy pass (:func:`_add_terms`).
+TERM_BATCH = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -300,29 +303,71 @@ def _momentum_sums(starts: np.ndarray, through: int, rates: LearningRate, moment
     """:func:`sgd_scheduled_map` without weight decay, ``0 <= mu < 1``: the sums over the first steps that matter.
 
     Each term ``lr_{s+i} mu**i`` is a correctly rounded power times the rate
-    (one rounding), summed exactly (:func:`math.fsum`): the sum is float64's
-    rounding of the truncated one, whose rest is below ``2**-56`` of it.
+    (one rounding). From the step where a built-in schedule settles at rate
+    ``r`` (:func:`~sparse_opt.schedules.constant_from`) the terms are ``r
+    mu**i``, summed in closed form, ``r mu**i0 (1 - mu**n) / (1 - mu)`` for
+    ``n`` steps from ``i0`` (a few roundings); the steps before it are summed
+    term by term, first ``min(first, walk)`` of them, doubling while the rest
+    (``peak mu**(n+1) / (1 - mu)``) exceeds ``2**-56`` of the sum. The terms of
+    all starts are summed at once, each row within one rounding
+    (:func:`~sparse_opt._double_double.row_sums`), and the rows' sums over the
+    doublings in double-double: within a rounding of the truncated sum, and
+    at most ``TERM_BATCH`` terms at a time.
     """
-    out = [np.ones(starts.size), np.zeros(starts.size), np.zeros(starts.size), np.ones(starts.size)]
+    n = starts.size
+    out = [np.ones(n), np.zeros(n), np.zeros(n), np.ones(n)]
     if momentum == 0.0:  # the buffer is forgotten at once: M_j = [[1, 0], [0, 0]]
         out[3][:] = np.where(starts < through, 0.0, 1.0)
         return tuple(out)
-    peak = rates.peak(through)
+    k = through - starts
+    walk, tail = k.copy(), np.zeros(n)  # the steps summed term by term; the settled steps' sum
+    settled = schedules.constant_from(rates.schedule)
+    if settled is not None:
+        i0 = np.maximum(settled[0] - starts, 1)  # the first dormant step at the settled rate
+        has = i0 <= k
+        walk[has] = i0[has] - 1
+        geometric = -np.expm1((k[has] - i0[has] + 1) * math.log(momentum)) / (1.0 - momentum)
+        tail[has] = settled[1] * schedules._int_powers(momentum, i0[has]) * geometric
     first = max(1, math.ceil(math.log(2.0**-56 * (1.0 - momentum)) / math.log(momentum)))
-    for n, s in enumerate(starts.tolist()):
-        k = through - s
-        count = min(k, first)
-        while True:
-            i = np.arange(1, count + 1, dtype=np.int64)
-            terms = rates.over(s + 1, s + count + 1) * schedules._int_powers(momentum, i)
-            total = math.fsum(terms.tolist())
-            rest = peak * schedules._int_power(momentum, count + 1) / (1.0 - momentum)
-            if count == k or rest <= 2.0**-56 * total:
-                break
-            count = min(k, 2 * count)
-        out[1][n] = -total
-        out[3][n] = schedules._int_power(momentum, k)
+    peak = rates.peak(through)
+    hi, lo = np.zeros(n), np.zeros(n)  # each start's walked sum, a double-double
+    done, count = np.zeros(n, dtype=np.int64), np.minimum(walk, first)
+    active = np.flatnonzero(count > 0)
+    while active.size:
+        _add_terms(hi, lo, active, starts, done, count, rates, momentum)
+        done[active] = count[active]
+        rest = peak * schedules._int_powers(momentum, count[active] + 1) / (1.0 - momentum)
+        active = active[(count[active] < walk[active]) & (rest > 2.0**-56 * hi[active])]
+        count[active] = np.minimum(walk[active], 2 * count[active])
+    total = dd_add((hi, lo), (np.where(done == walk, tail, 0.0), np.zeros(n)))  # a tail past a cut-off: in its rest
+    out[1] = -(total[0] + total[1])
+    out[3] = schedules._int_powers(momentum, k)
     return tuple(out)
+
+
+def _add_terms(
+    hi: np.ndarray, lo: np.ndarray, rows: np.ndarray, starts: np.ndarray, done: np.ndarray, count: np.ndarray,
+    rates: LearningRate, momentum: float,
+) -> None:
+    """Add ``lr_{s+i} mu**i`` for ``i = done + 1 .. count`` of each start ``s`` of ``rows`` to its sum ``(hi, lo)``.
+
+    The terms come as a ``(rows, i)`` array padded with zeros, at most
+    ``TERM_BATCH`` at a time; the rates from :meth:`LearningRate.at_steps`,
+    the powers once per distinct ``i``.
+    """
+    width = int((count[rows] - done[rows]).max())
+    cols = min(width, TERM_BATCH)
+    for c0 in range(0, width, cols):
+        per = max(1, TERM_BATCH // cols)
+        for r0 in range(0, rows.size, per):
+            r = rows[r0 : r0 + per]
+            i = done[r][:, None] + 1 + c0 + np.arange(min(cols, width - c0))[None, :]
+            valid = i <= count[r][:, None]
+            low = int(i[:, 0].min())
+            powers = schedules._int_powers(momentum, np.arange(low, int(i.max()) + 1))
+            terms = np.zeros(i.shape)
+            terms[valid] = rates.at_steps((starts[r][:, None] + i)[valid]) * powers[i[valid] - low]
+            hi[r], lo[r] = dd_add((hi[r], lo[r]), (row_sums(terms), np.zeros(r.size)))
 
 
 def sgd_coast(

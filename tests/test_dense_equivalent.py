@@ -631,3 +631,63 @@ def test_sgd_momentum_without_decay_sums_only_the_steps_that_count_exactly(sched
         total += mp.mpf(rates.at(s + i)) * power
     assert abs(mp.mpf(b) + total) <= 4 * 2.0**-52 * total, (b, float(total))
     assert d == pytest.approx(momentum**k if k < 10**6 else 0.0, rel=1e-15, abs=1e-300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    rows=st.integers(1, 6),
+    cols=st.integers(1, 300),
+    spread=st.sampled_from([0, 10, 60, 1100]),
+)
+def test_row_sums_are_within_one_rounding_of_the_exact_sums(data, rows, cols, spread):
+    """Non-negative terms of any spread of magnitudes (zeros and subnormals too): each row's sum within one rounding
+    of the exact sum (fractions), as ``math.fsum`` gives it; rows near the largest float are summed by fsum."""
+    from fractions import Fraction
+
+    from sparse_opt._double_double import row_sums
+
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    exponent = rng.integers(-spread, 1, (rows, cols)) - (1074 - 60 if spread == 1100 else 0)
+    terms = np.ldexp(rng.random((rows, cols)), exponent.astype(np.int32))
+    terms[rng.random((rows, cols)) < 0.2] = 0.0
+    if data.draw(st.booleans()):
+        terms[0] *= 2.0**1000 if spread < 1100 else 1.0  # large terms
+    got = row_sums(terms)
+    for r in range(rows):
+        exact = sum(Fraction(float(t)) for t in terms[r])
+        assert abs(Fraction(float(got[r])) - exact) <= Fraction(2.0**-52) * exact, (r, float(got[r]), float(exact))
+    big = np.array([[1.7e308, 1e306, 0.0], [1.7e308, 1e308, 0.0]])
+    assert row_sums(big).tolist() == [math.fsum(big[0].tolist()), math.inf]  # the second sum is beyond float64
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.999])
+def test_sgd_momentum_after_a_settled_schedule_sums_its_rate_in_closed_form(momentum):
+    """Once a built-in schedule has settled at rate r, the dormant steps' terms r mu**i add up in closed form: gaps
+    of 10**12 steps (and 2**62 - 1000) take no more rates than the steps before the schedule settles, and the sum is
+    within 8 roundings of the exact one (mpmath: the steps before one by one, the settled ones as a geometric sum)."""
+    mpmath = pytest.importorskip("mpmath")
+    from sparse_opt._rates import LearningRate
+    from sparse_opt.sparse_sgd import sgd_scheduled_map
+
+    schedule = so.schedules.warmup_cosine(0.1, 10, 100, final_lr=0.01)  # settles at step 100, rate 0.01
+    rates = LearningRate(schedule)
+    asked = []
+    over = LearningRate.over
+    rates.over = lambda a, b: asked.append((a, b)) or over(rates, a, b)  # type: ignore[method-assign]
+    starts = np.array([5, 50, 95, 99, 100, 150], dtype=np.int64)
+    for gap in (10**12, 2**62 - 1000):
+        asked.clear()
+        through = 150 + gap
+        a, b, c, d = sgd_scheduled_map(starts, through, rates=rates, weight_decay=0.0, momentum=momentum)
+        assert max((hi for _, hi in asked), default=0) <= 100  # only steps before the schedule settles, one by one
+        assert (a == 1.0).all() and (c == 0.0).all() and (d == 0.0).all()
+        mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+        mp.prec = 200
+        mu = mp.mpf(momentum)
+        for n, s in enumerate(starts.tolist()):
+            k, i0 = through - s, max(100 - s, 1)
+            walked = sum(mp.mpf(rates.at(s + i)) * mu**i for i in range(1, i0))
+            exact = walked + mp.mpf(0.01) * mu**i0 * (1 - mu ** (k - i0 + 1)) / (1 - mu)
+            assert abs(-mp.mpf(float(b[n])) - exact) <= 8 * 2.0**-53 * exact, (s, gap, float(b[n]), float(exact))
