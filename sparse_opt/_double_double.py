@@ -20,6 +20,7 @@ Comput. 31, 2008).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -96,8 +97,20 @@ def dd_matpow2(m: tuple[DD, DD, DD, DD], k: np.ndarray) -> tuple[np.ndarray, ...
     ``m`` holds double-doubles that broadcast against ``k``: scalars (0-d)
     shared by every ``k``, or one matrix per ``k``. Binary
     powering: at most ``k.max().bit_length()`` squarings, so the cost is bounded
-    by 63 whatever ``k``.
+    by 63 whatever ``k``. One matrix for every ``k`` (all entries 0-d) is
+    raised through tables of its powers by byte (:func:`_byte_powers`, kept
+    per matrix): ``m**k`` is the product of one table entry per byte of ``k``,
+    at most 7 products whatever ``k`` (one for ``k < 2**16``).
     """
+    if all(np.ndim(part) == 0 for entry in m for part in entry):
+        with np.errstate(over="ignore", invalid="ignore"):
+            tables = _byte_powers(tuple(float(part) for entry in m for part in entry))
+        out = tuple((hi[k & 255], lo[k & 255]) for hi, lo in tables[0])
+        for level in range(1, 8):
+            digit = (k >> (8 * level)) & 255
+            if digit.any():
+                out = dd_matmul2(tuple((hi[digit], lo[digit]) for hi, lo in tables[level]), out)
+        return tuple(hi + lo for hi, lo in out)
     zero, one = np.zeros(k.shape), np.ones(k.shape)
     out = ((one, zero), (zero, zero), (zero, zero), (one, zero))
     base = tuple((np.broadcast_to(hi, k.shape), np.broadcast_to(lo, k.shape)) for hi, lo in m)
@@ -111,6 +124,33 @@ def dd_matpow2(m: tuple[DD, DD, DD, DD], k: np.ndarray) -> tuple[np.ndarray, ...
         if (remaining > 0).any():
             base = dd_matmul2(base, base)
     return tuple(hi + lo for hi, lo in out)
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_powers(key: tuple[float, ...]) -> list[tuple[DD, DD, DD, DD]]:
+    """``B_l**j`` for ``j = 0 .. 255`` and ``B_l = m**(256**l)``, ``l = 0 .. 7``: the 2x2 matrix ``m`` given as its 8
+    double-double parts ``key`` (each table a double-double matrix of 256-entry arrays).
+
+    Each table doubles: ``B**(j + 2**n) = B**j B**(2**n)`` for the ``2**n``
+    entries made so far; ``B_{l+1} = B_l**255 B_l``. 16 products a level, 128
+    in all, once per matrix (kept for the 64 latest). The powers of a
+    diverging matrix overflow in the high levels, which only gaps that large
+    use (their maps are infinite anyway).
+    """
+    base = tuple((np.full(1, key[2 * e]), np.full(1, key[2 * e + 1])) for e in range(4))
+    tables = []
+    for _ in range(8):
+        one, zero = np.ones(1), np.zeros(1)
+        table = ((one, zero), (zero, zero), (zero, zero), (one, zero))
+        square = base
+        for _ in range(8):  # the entries so far, 0 .. 2**n - 1, times square = base**(2**n)
+            spread = tuple((np.repeat(hi, table[0][0].size), np.repeat(lo, table[0][0].size)) for hi, lo in square)
+            upper = dd_matmul2(spread, table)
+            table = tuple((np.concatenate([t[0], u[0]]), np.concatenate([t[1], u[1]])) for t, u in zip(table, upper))
+            square = dd_matmul2(square, square)
+        tables.append(table)
+        base = square  # base**256
+    return tables
 
 
 def row_sums(terms: np.ndarray) -> np.ndarray:

@@ -691,3 +691,28 @@ def test_sgd_momentum_after_a_settled_schedule_sums_its_rate_in_closed_form(mome
             walked = sum(mp.mpf(rates.at(s + i)) * mu**i for i in range(1, i0))
             exact = walked + mp.mpf(0.01) * mu**i0 * (1 - mu ** (k - i0 + 1)) / (1 - mu)
             assert abs(-mp.mpf(float(b[n])) - exact) <= 8 * 2.0**-53 * exact, (s, gap, float(b[n]), float(exact))
+
+
+@pytest.mark.parametrize("lr, weight_decay, momentum", [(0.05, 0.1, 0.9), (1e-3, 0.0, 0.99), (0.3, 2.0, 0.5), (1e-8, 1e-4, 0.999)])
+def test_sgd_dormant_map_by_byte_tables_is_the_exact_power(lr, weight_decay, momentum):
+    """One matrix for every gap goes through tables of its powers by byte: each entry within 4 roundings of the
+    largest entry of the exact power (mpmath, 300 bits, M formed from the float hyper-parameters exactly), for gaps
+    from 0 to 2**63 - 1 in every byte; the tables are kept per matrix (a second call is the same floats)."""
+    mpmath = pytest.importorskip("mpmath")
+    from sparse_opt.sparse_sgd import sgd_dormant_map
+
+    rng = np.random.default_rng(4)
+    gaps = np.concatenate([[0, 1, 2, 255, 256, 257, 65535, 65536, 10**6, 2**40 + 3, 2**63 - 1], rng.integers(0, 2**20, 8)])
+    got = sgd_dormant_map(gaps, lr=lr, weight_decay=weight_decay, momentum=momentum)
+    again = sgd_dormant_map(gaps[::-1].copy(), lr=lr, weight_decay=weight_decay, momentum=momentum)
+    assert all(x.tobytes() == y[::-1].tobytes() for x, y in zip(got, again))
+    mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
+    mp.prec = 300
+    lr_, wd, mu = mp.mpf(lr), mp.mpf(weight_decay), mp.mpf(momentum)
+    m = mp.matrix([[1 - lr_ * wd, -lr_ * mu], [wd, mu]])
+    for n, k in enumerate(gaps.tolist()):
+        exact = m**k
+        top = max(abs(exact[i, j]) for i in range(2) for j in range(2))
+        for e, (i, j) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+            bound = 4 * 2.0**-53 * top + 2.0**-1070  # (powers below float64's range round to 0 or subnormals)
+            assert abs(mp.mpf(float(got[e][n])) - exact[i, j]) <= bound, (k, e, float(got[e][n]))
