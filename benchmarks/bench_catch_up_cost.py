@@ -27,7 +27,9 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    touched about ``r`` steps ago (times a uniform factor in [0.5, 2]): the
    touched rows' gaps spread from one step to 10**5 and beyond, as a long run's
    would, instead of the few dozen steps of 1. With a schedule grid
-   (``--schedule-scales``), also under the schedule of 3, as Adam.
+   (``--schedule-scales``), also under the schedule of 3, as Adam. And the
+   same for SGD (momentum 0.9, with and without coupled ``weight_decay``
+   0.01, at the constant rate and under the schedule), against LAZY.
 5. **Every optimizer and schedule**: the gap measurement of 2 (the shortest
    and the longest gap, one gradient scale) for Adam, AdamW (``weight_decay``
    0.01) and SGD (momentum 0.9, coupled ``weight_decay`` 0.01; against LAZY,
@@ -165,11 +167,35 @@ def gap_times(
     return out
 
 
-def every_optimizer(kind: str, lr: object, beta1: float) -> Callable[[np.ndarray, str], so.SparseAdamTable | so.SparseSgdTable]:
-    """Measurement 5's ``make(table, mode)`` for ``kind`` (``"Adam"``, ``"AdamW"``, ``"SGD"``) with rate ``lr``."""
+def late_sgd_ratio(args: argparse.Namespace, scheduled: bool, weight_decay: float) -> tuple[float, float, float]:
+    """Measurement 4 for SGD (momentum 0.9): median step times of DENSE_EQUIVALENT and LAZY, and their ratio."""
+    rng = np.random.default_rng([args.seed, 3])
+    base = rng.standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
+    gaps = np.clip((np.arange(1, args.rows + 1) * rng.uniform(0.5, 2.0, args.rows)).astype(np.int64), 1, LATE_STEP - 1)
+    buffer = (rng.standard_normal((args.rows, args.cols)) * 1e-3).astype(args.dtype)
+    make = every_optimizer("SGD", SCHEDULE if scheduled else 1e-3, 0.0, weight_decay)
+    opts = []
+    for mode in ("dense_equivalent", "lazy"):
+        opt = make(base.copy(), mode)
+        state = opt.state_dict()
+        state.update(step_count=np.int64(LATE_STEP), momentum_buffer=buffer.copy())
+        if "last_step" in state:
+            state["last_step"] = LATE_STEP - gaps
+        opt.load_state_dict(state)
+        opts.append(opt)
+    work = batches(args.rows, args.cols, args.batch, args.warmup + args.repeats, 1.0, args.dtype, args.seed)
+    return interleaved(opts, work, args.warmup)
+
+
+def every_optimizer(
+    kind: str, lr: object, beta1: float, weight_decay: float = 0.01
+) -> Callable[[np.ndarray, str], so.SparseAdamTable | so.SparseSgdTable]:
+    """Measurement 5's ``make(table, mode)`` for ``kind`` (``"Adam"``, ``"AdamW"``, ``"SGD"``) with rate ``lr``
+    (``weight_decay`` for AdamW and SGD)."""
     if kind == "SGD":
-        return lambda t, mode: so.SparseSgdTable(t, so.SparseSgdConfig(lr=lr, momentum=0.9, weight_decay=0.01, mode=mode))
-    wd = 0.01 if kind == "AdamW" else 0.0
+        config = dict(lr=lr, momentum=0.9, weight_decay=weight_decay)
+        return lambda t, mode: so.SparseSgdTable(t, so.SparseSgdConfig(**config, mode=mode))
+    wd = weight_decay if kind == "AdamW" else 0.0
     config = dict(lr=lr, beta1=beta1, beta2=0.999, eps=1e-8, weight_decay=wd)
     return lambda t, mode: so.SparseAdamTable(t, so.SparseAdamConfig(**config, mode=mode))
 
@@ -326,6 +352,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
                 de, dd, ratio = late_ratio(args, scale, beta1, beta2, scheduled=True)
                 print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
+        print("\n## Late training as SGD, momentum 0.9, gradient scale 1: DENSE_EQUIVALENT against LAZY\n")
+        print(f"{'schedule':>14} {'wd':>5} {'DE ms':>9} {'LAZY ms':>9} {'DE/LAZY':>8}")
+        for scheduled, weight_decay in itertools.product((False, True), (0.0, 0.01)):
+            de, lazy, ratio = late_sgd_ratio(args, scheduled, weight_decay)
+            name = "warmup_cosine" if scheduled else "constant"
+            print(f"{name:>14} {weight_decay:>5g} {de * 1e3:>9.2f} {lazy * 1e3:>9.2f} {ratio:>8.2f}", flush=True)
     if args.every_dtypes and not args.skip_gaps:
         print(f"\n## Every optimizer and schedule: the step after a gap, as in 2, at gradient scale {args.every_scale:g}\n")
         every_grid(args)
