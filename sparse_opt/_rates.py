@@ -17,7 +17,10 @@ three questions, each checked before the optimizer changes anything:
 A float is the constant schedule, and keeps round 2's arithmetic (``c**k`` for a
 gap of ``k`` steps). The state a learning rate keeps does not grow with the
 steps taken: a schedule is a pure function of ``t``, asked again whenever a
-rate is needed. In a state dict the rate is a config entry: the float itself,
+rate is needed. To spare the asking, a learning rate keeps the rates of the
+latest ``RATE_MEMO`` steps asked for and its last pass of decay products
+(``DECAY_MEMO`` steps): 8 MiB each at most, never saved, and the same floats
+as asking again, so that results do not depend on what was kept. In a state dict the rate is a config entry: the float itself,
 the ``repr`` of a built-in schedule (so that a checkpoint loads only into an
 optimizer built with the same schedule), or ``"callable"`` for any other
 schedule, which the kit cannot compare: load it into an optimizer built with
