@@ -40,6 +40,19 @@ def exact_decay(rate: LearningRate, start: int, through: int, dtype: type) -> Fr
     return product
 
 
+def spy_on(monkeypatch: pytest.MonkeyPatch, method: str) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` of every later call of ``LearningRate.<method>``, in order (the method still runs)."""
+    calls: list[tuple[int, int]] = []
+    original = getattr(LearningRate, method)
+
+    def recording(self, start, stop):
+        calls.append((start, stop))
+        return original(self, start, stop)
+
+    monkeypatch.setattr(LearningRate, method, recording)
+    return calls
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 @settings(max_examples=15, deadline=None)
@@ -73,14 +86,7 @@ def test_kept_products_are_the_same_floats_and_spare_the_rates(name, monkeypatch
     the same bits as a fresh learning rate's, whatever was asked before, and no rate asked again within them."""
     monkeypatch.setattr(rates_module, "DECAY_BLOCK", 8)
     monkeypatch.setattr(rates_module, "DECAY_MEMO", 24)
-    asked = []
-    original = LearningRate.over
-
-    def counting(self, start, stop):
-        asked.append((start, stop))
-        return original(self, start, stop)
-
-    monkeypatch.setattr(LearningRate, "over", counting)
+    asked = spy_on(monkeypatch, "over")
     rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
     rng = np.random.default_rng(3)
     calls = [(50, [0, 3]), (50, [30]), (50, [45, 49]), (50, [10, 20]), (44, [1]), (50, [40]), (50, [0])]
@@ -110,14 +116,7 @@ def test_kept_rates_are_the_same_floats_and_only_new_steps_are_evaluated(name, m
     """``over`` keeps one range of at most RATE_MEMO steps (40 here): any sequence of ``over`` and ``at_steps`` calls
     gives each step's own rate, bit for bit, and a range next to the kept one evaluates only its new steps."""
     monkeypatch.setattr(rates_module, "RATE_MEMO", 40)
-    evaluated = []
-    original = LearningRate._evaluate
-
-    def counting(self, start, stop):
-        evaluated.append((start, stop))
-        return original(self, start, stop)
-
-    monkeypatch.setattr(LearningRate, "_evaluate", counting)
+    evaluated = spy_on(monkeypatch, "_evaluate")
     rate = LearningRate(SCHEDULES[name], weight_decay=1.0)
     rng = np.random.default_rng(11)
     for _ in range(200):
@@ -151,17 +150,10 @@ def test_kept_rates_are_the_same_floats_and_only_new_steps_are_evaluated(name, m
 def test_a_settled_schedule_evaluates_only_the_steps_before_it_settles(monkeypatch):
     """warmup_cosine settles at total_steps: a gap of 10**12 steps asks for the rates up to there, then one power."""
     rate = LearningRate(schedules.warmup_cosine(0.3, 7, 60, final_lr=1e-15), weight_decay=1.0)
-    asked = []
-    original = LearningRate.over
-
-    def counting(self, start, stop):
-        asked.append(stop - start)
-        return original(self, start, stop)
-
-    monkeypatch.setattr(LearningRate, "over", counting)
+    asked = spy_on(monkeypatch, "over")
     through = 10**12
     got = rate.decay(np.array([3, 40]), through)
-    assert sum(asked) == 60 - 4  # steps 4 .. 59; the tail from step 60 on is (1 - 1e-15)**(through - 59)
+    assert sum(b - a for a, b in asked) == 60 - 4  # steps 4 .. 59; the tail from step 60 on is (1 - 1e-15)**(through - 59)
     tail = (1.0 - 1e-15) ** (through - 59)
     assert 0.99 < tail < 1.0
     assert got[0] == pytest.approx(float(exact_decay(rate, 3, 59, np.float64)) * tail, rel=1e-12)
