@@ -17,10 +17,16 @@ three questions, each checked before the optimizer changes anything:
 A float is the constant schedule, and keeps round 2's arithmetic (``c**k`` for a
 gap of ``k`` steps). The state a learning rate keeps does not grow with the
 steps taken: a schedule is a pure function of ``t``, asked again whenever a
-rate is needed. To spare the asking, a learning rate keeps the rates of the
-latest ``RATE_MEMO`` steps asked for and its last pass of decay products
-(``DECAY_MEMO`` steps): 8 MiB each at most, never saved, and the same floats
-as asking again, so that results do not depend on what was kept. In a state dict the rate is a config entry: the float itself,
+rate is needed. To spare the asking, a learning rate keeps its last pass of
+decay products, for calls at the same step (``DECAY_MEMO`` steps), and a
+built-in schedule's keeps the rates of the latest ``RATE_MEMO`` steps asked
+for: 8 MiB each at most, never saved, and the same floats as asking again, so
+that results do not depend on what was kept. Any other callable is asked again
+at each step: the kit may keep its values (a schedule must be a pure function
+of ``t``), but a callable that returns the rate the training loop holds *now*
+(``lambda t: scheduler.get_last_lr()[0]``, a common torch idiom) then still
+gets the production rule, every dormant step at the current rate, rather than
+a mixture of old and new rates. In a state dict the rate is a config entry: the float itself,
 the ``repr`` of a built-in schedule (so that a checkpoint loads only into an
 optimizer built with the same schedule), or ``"callable"`` for any other
 schedule, which the kit cannot compare: load it into an optimizer built with
@@ -71,6 +77,8 @@ class LearningRate:
         if self.constant is not None:
             check_decoupled_decay(self.constant, weight_decay)
         self._peak, self._peak_through = 0.0, 0
+        #: Whether rates and products are kept (:meth:`over`, :meth:`decay`): for the built-in schedules only.
+        self._keeps = analytic_rates.supports(self.schedule)
         self._kept = _KeptRates()
         #: The last step-by-step products: ``(through, dtype, top, chunks)``, each chunk ``(lo, chain)`` (:meth:`decay`).
         self._memo: tuple[int, str, int, list[tuple[int, np.ndarray]]] | None = None
@@ -90,8 +98,8 @@ class LearningRate:
     def over(self, start: int, stop: int) -> np.ndarray:
         """The rates of steps ``start .. stop - 1`` (float64), checked like :meth:`at`.
 
-        The rates of the latest steps asked for, at most ``RATE_MEMO``, are
-        kept (:class:`_KeptRates`): a step's rate is a function of the step
+        A built-in schedule's rates of the latest steps asked for, at most
+        ``RATE_MEMO``, are kept (:class:`_KeptRates`): a step's rate is a function of the step
         alone, so a range among them is a copy, and a range beside or over
         them evaluates only its new steps. A training step's catch-up asks
         for the dormant steps of its rows, most of which the step before
@@ -99,6 +107,8 @@ class LearningRate:
         """
         if self.constant is not None:
             return np.full(max(stop - start, 0), self.constant)
+        if not self._keeps:
+            return self._evaluate(start, stop)
         return self._kept.rates(start, stop, self._evaluate)
 
     def _evaluate(self, start: int, stop: int) -> np.ndarray:
@@ -120,7 +130,8 @@ class LearningRate:
         steps = np.asarray(steps, dtype=np.int64)
         if steps.size:
             first, last = int(steps.min()), int(steps.max())
-            if first >= 1 and (self._kept.holds(first, last + 1) or last - first < min(2 * steps.size, RATE_MEMO)):
+            dense = last - first < min(2 * steps.size, RATE_MEMO)
+            if self._keeps and first >= 1 and (self._kept.holds(first, last + 1) or dense):
                 return self.over(first, last + 1)[steps - first]
         rates = schedules.values_at(self.schedule, steps)
         bad = np.flatnonzero(rates * self.weight_decay > 1.0)
@@ -234,7 +245,7 @@ class LearningRate:
                 chunks.append((top + 1 - (chain.size - 1), chain))
             out[inside] = chain[top + 1 - first[inside]]
             top, carry = lo - 1, float(chain[top + 1 - lo])
-        if chunks and (not kept or chunks[-1][0] <= kept[-1][0]):  # a memo that reaches as far back, or further
+        if chunks and (not kept or chunks[-1][0] <= kept[-1][0]):  # a memo reaching as far back, or further
             self._memo = (*key, chunks)
         return out[inverse].reshape(last.shape)
 
