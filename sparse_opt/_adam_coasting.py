@@ -43,6 +43,17 @@ rounding once ``beta2**s`` and ``beta1**s`` are below ``eps / 64``, so that
 table stops there. Catching up one coordinate is O(N) plus its share of its
 row's lookups: a constant, whatever the gap.
 
+Under a built-in schedule without weight decay (``c = 1``) each term carries
+its step's rate, so the rates go into the weights, ``P_n(s, K) = sum_i
+rho_n**i u_n(s + i) lr_{s+i}``, still a function of ``(s, K)``: the table of
+the last ``L`` steps moves on with each new step's rate, and ``P_n(s, L)``
+past the settled steps is a product of ``rho_n**i`` with the window's rates,
+kept by ``s`` (``RING_WEIGHTS`` of them). The tail beyond ``L`` is bounded as
+at a constant rate times the ratio of the largest rate of the steps summed
+(:meth:`LearningRate.largest`: at its segments' ends, where a built-in's rate
+is monotone) to a window's first: ``L`` allows ``RATE_SPREAD`` for it, and a
+catch-up whose long windows start lower than that is summed by the blocks.
+
 **Chebyshev blocks** (everywhere else with ``eps > 0``: ``x`` near or far below
 ``eps / b``, ``eps`` large, ``rho >= 1``, windows beyond ``MAX_WINDOW``, beta1 up
 to 0.99999). A catch-up expands only when the expansion converges for every
@@ -274,6 +285,10 @@ THETA = 2.0**-7
 #: Longest window ``L`` the fast path (the expansion) supports; beyond, the blocks sum every coordinate (``eps > 0``).
 MAX_WINDOW = 1 << 14
 
+#: Under a schedule, the most the rate of a dormant step may exceed that of a long window's first step, for the
+#: expansion (:meth:`AdamCoasting._window`): its window is longer by ``log(RATE_SPREAD) / log(1 / rho)`` steps.
+RATE_SPREAD = 2.0**10
+
 #: Steps between the direct builds of the recent-steps weight table (:meth:`AdamCoasting._recent_weights`):
 #: in between it is moved on one step at a time, and the anchors fix which, whatever the calls before.
 RECENT_ANCHOR = 64
@@ -316,6 +331,8 @@ PREFIX_NODES = 64
 MAX_CANCELLATION = 8.0
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
 MAX_TABLE = 1 << 18
+#: Last steps whose full-window weights under a schedule are kept, in a ring (:meth:`AdamCoasting._scheduled_full`).
+RING_WEIGHTS = 1 << 16
 
 
 def _tolerance(dtype: np.dtype) -> float:
@@ -330,7 +347,7 @@ class AdamCoasting:
     ----------
     lr : float or LearningRate
         The learning rate, or the optimizer's :class:`~sparse_opt._rates.LearningRate`
-        (a schedule turns the fast path off).
+        (a schedule keeps the fast path only when built in, without weight decay and with ``eps > 0``).
     beta1, beta2, eps, weight_decay : float
         The optimizer's hyper-parameters (``0 <= lr * weight_decay <= 1``).
     dtype : numpy dtype
@@ -342,8 +359,8 @@ class AdamCoasting:
         self, lr: float | LearningRate, beta1: float, beta2: float, eps: float, weight_decay: float, dtype: np.dtype
     ) -> None:
         self.rate = lr if isinstance(lr, LearningRate) else LearningRate(lr, weight_decay)
-        # a schedule has no single lr: the fast path (which needs one) is off; lr and c are unused (the blocks and
-        # the replay take each step's rate from self.rate)
+        # a schedule has no single lr: lr and c are unused (the expansion's weights, the blocks and the replay take
+        # each step's rate from self.rate)
         lr = self.rate.constant if self.rate.constant is not None else 0.0
         self.lr, self.beta1, self.beta2, self.eps, self.weight_decay = lr, beta1, beta2, eps, weight_decay
         self.decay1, self.decay2, self.c = dormant_factors(beta1, beta2, 1.0 - lr * weight_decay, dtype)
@@ -391,12 +408,25 @@ class AdamCoasting:
         self._full = np.zeros((size, self.terms))
         self._full_known = np.zeros(size, dtype=bool)
         self._full_settled = self._rho_power(np.arange(1, max(self.window, 1) + 1.0)).sum(axis=1) if self.window else None
+        self._ring_s: np.ndarray | None = None  # _scheduled_full
+        self._ring_w = np.zeros((self.terms, 0))
 
     # -- the window and the weight caches -----------------------------------------
     def _window(self) -> int:
-        """``L``, or 0 when the fast path cannot be used (a schedule, ``rho >= 1`` or ``L > MAX_WINDOW``)."""
+        """``L``, or 0 when the fast path cannot be used (``rho >= 1``, ``L > MAX_WINDOW``, or a schedule that is
+        not built in, or comes with weight decay or ``eps = 0``).
+
+        Under a built-in schedule without weight decay the rates go into the
+        weights, ``P_n(s, K) = sum_i rho_n**i u_n(s + i) lr_{s+i}``, and the tail
+        beyond ``L`` is bounded as at a constant rate times the largest rate over
+        the first step's: ``L`` allows ``RATE_SPREAD`` for that ratio, and a
+        catch-up whose long windows start at a rate below the largest of their
+        steps over ``RATE_SPREAD`` is summed by the blocks instead
+        (:meth:`_expand`; hence ``eps > 0``).
+        """
         rho = float(self.rho[-1])
-        if self.rate.constant is None:
+        scheduled = self.rate.constant is None
+        if scheduled and (self.weight_decay or not self.eps > 0 or not analytic_rates.supports(self.rate.schedule)):
             return 0
         if not rho < 1.0:
             return 0
@@ -408,6 +438,7 @@ class AdamCoasting:
             + p * math.log(1 / (1 - self.beta2))
             + math.log(1 / (1 - rho))
             + math.log(1 / (1 - self.beta1))
+            + (math.log(RATE_SPREAD) if scheduled else 0.0)
         )
         window = math.ceil(needed / math.log(1 / rho)) + 1
         return window if window <= MAX_WINDOW else 0
@@ -465,22 +496,31 @@ class AdamCoasting:
         else:
             e = np.arange(self.window - 1)
             j = anchor - e
-            u = np.where(j >= 1, self._u(np.maximum(j, 1)), 0.0)
+            u = np.where(j >= 1, self._u_rated(np.maximum(j, 1)), 0.0)
             step, recent = anchor, _discounted_sums(self.rho, self.rho_rounding, u)
         while step < through:
             step += 1
             moved = np.empty_like(recent)
             moved[:, 0] = 0.0
-            moved[:, 1:] = recent[:, :-1] + self._rho_powers[:, 1:] * self._u(np.asarray(step))[:, None]
+            moved[:, 1:] = recent[:, :-1] + self._rho_powers[:, 1:] * self._u_rated(np.array([step]))
             recent = moved
         self._recent, self._recent_step = recent, through
         return recent
+
+    def _u_rated(self, j: np.ndarray) -> np.ndarray:
+        """``u_n(j)``, times ``lr_j`` under a schedule (the rates are in the weights), for a 1-D array of steps."""
+        u = self._u(j)
+        if self.rate.constant is not None:
+            return u
+        return u * self.rate.at_steps(j)
 
     def _full_weights(self, s: np.ndarray) -> np.ndarray:
         """``P_n(s, L)`` for each ``s`` (any shape), shape ``(N, *s.shape)``."""
         out = np.empty((self.terms, *s.shape))
         settled = s >= self.settled
-        if settled.any():
+        if settled.any() and self.rate.constant is None:  # u = 1: sum_i rho**i lr_{s+i}, kept by s
+            out[:, settled] = self._scheduled_full(s[settled])
+        elif settled.any():
             out[:, settled] = self._full_settled[:, None]
         rest = ~settled
         if rest.any():
@@ -497,16 +537,62 @@ class AdamCoasting:
             out[:, rest] = values
         return out
 
-    def _sum_windows(self, s: np.ndarray) -> np.ndarray:
-        """``P_n(s, L)`` computed directly for a 1-D array of ``s``, shape ``(N, len(s))``, in blocks."""
+    def _scheduled_full(self, s: np.ndarray) -> np.ndarray:
+        """``P_n(s, L)`` under a schedule for ``s`` past :attr:`settled`, from a ring of ``RING_WEIGHTS`` by ``s``.
+
+        Each is a function of ``s`` alone (the schedule is built in, so pure):
+        the rows last touched at one step, caught up at later ones, compute it
+        once. A training step late in a run brings rows whose last steps its
+        steps before brought too, so it computes the few new ones.
+        """
+        if self._ring_s is None:
+            self._ring_s = np.full(RING_WEIGHTS, -1, dtype=np.int64)
+            self._ring_w = np.zeros((self.terms, RING_WEIGHTS))
+        at = s % RING_WEIGHTS
+        kept = self._ring_s[at] == s
+        out = np.empty((self.terms, s.size))
+        out[:, kept] = self._ring_w[:, at[kept]]
+        if not kept.all():
+            new = np.unique(s[~kept])
+            values = self._sum_windows(new, settled=True)
+            out[:, ~kept] = values[:, np.searchsorted(new, s[~kept])]
+            self._ring_s[new % RING_WEIGHTS] = new  # (two on one slot: the same one of both arrays stays)
+            self._ring_w[:, new % RING_WEIGHTS] = values
+        return out
+
+    def _sum_windows(self, s: np.ndarray, settled: bool = False) -> np.ndarray:
+        """``P_n(s, L)`` computed directly for a 1-D array of ``s``, shape ``(N, len(s))``, in blocks.
+
+        Under a schedule each term has its step's rate; ``settled`` (every
+        ``s`` past :attr:`settled`, ``u = 1``): the rates alone, one product
+        per distinct ``s``.
+        """
         L = self.window
         i = np.arange(1, L + 1)
         rho_i = self._rho_power(i.astype(np.float64))  # (N, L)
-        out = np.empty((self.terms, s.size))
         block = max(1, (1 << 20) // (L * self.terms))
+        if settled:
+            unique, inverse = np.unique(s, return_inverse=True)
+            out = np.empty((self.terms, unique.size))
+            base, span = int(unique[0]), int(unique[-1] - unique[0]) + L
+            # the windows of one stretch of rates where they hold most of it, else each window's own rates
+            near = np.lib.stride_tricks.sliding_window_view(self.rate.over(base + 1, base + 1 + span), L) if (
+                span <= max(4 * L * unique.size, NODE_BATCH)) else None
+            for start in range(0, unique.size, block):
+                part = unique[start : start + block]
+                rates = near[part - base] if near is not None else self.rate.at_steps(part[:, None] + i[None, :])
+                if self.dtype.itemsize >= 8:  # pairwise along the window: a matrix product's long runs err by ~7 eps
+                    out[:, start : start + block] = (rho_i[:, None, :] * rates[None]).sum(axis=-1)
+                else:  # far below a float32 rounding either way
+                    out[:, start : start + block] = rho_i @ rates.T
+            return out[:, inverse]
+        out = np.empty((self.terms, s.size))
         for start in range(0, s.size, block):
             part = s[start : start + block]
-            u = self._u(part[:, None] + i[None, :])  # (N, len(part), L)
+            steps = part[:, None] + i[None, :]
+            u = self._u(steps)  # (N, len(part), L)
+            if self.rate.constant is None:
+                u *= self.rate.at_steps(steps)[None]
             out[:, start : start + block] = np.einsum("nl,nsl->ns", rho_i, u)
         return out
 
@@ -624,12 +710,20 @@ class AdamCoasting:
         through: int,
         b_last: np.ndarray,
         x_min: np.ndarray,
-    ) -> np.ndarray:
+    ) -> np.ndarray | None:
         """The expanded coasting ``lr m S`` from ``m_s`` and ``x = sqrt(v_s)``, where it converges (``x >= x_min``).
 
-        ``b_last`` and ``x_min`` are :meth:`_expansion_floor`'s.
+        ``b_last`` and ``x_min`` are :meth:`_expansion_floor`'s. None under a
+        schedule whose long windows start at a rate too far below its peak
+        (:meth:`_window`).
         """
         L = self.window
+        long = gap >= L
+        scheduled = self.rate.constant is None
+        if scheduled and long.any():  # the tails' rates may exceed the first steps' by RATE_SPREAD (_window)
+            first = self.rate.at_steps(last[long] + 1)
+            if float(first.min()) * RATE_SPREAD < self.rate.largest(int(last[long].min()) + 1, through):
+                return None
         if self.eps == 0.0:
             terms = 1
         else:  # enough terms for the worst eligible coordinate: x is at least the smallest x and its x_min
@@ -637,11 +731,12 @@ class AdamCoasting:
             with np.errstate(divide="ignore"):
                 worst = float(np.max(np.where(gap > 0, self.eps / (smallest * b_last), 0.0)))
             terms = min(self.terms, max(1, math.ceil(math.log(self.tol) / math.log(worst)))) if worst > 0 else 1
-        long = gap >= L
         weights = self._recent_weights(through)[:terms, np.minimum(gap, L - 1)]
         if long.any():
             weights[:, long] = self._full_weights(last[long])[:terms]
-        weights = (weights * (self.lr * self.c ** gap.astype(np.float64))).astype(self.dtype)
+        if not scheduled:  # (under a schedule the rates are in the weights, and there is no decay)
+            weights = weights * (self.lr * self.c ** gap.astype(np.float64))
+        weights = weights.astype(self.dtype)
         # lr m S = lr c**k m / x * sum_n P_n (-eps / x)**n, by Horner's rule
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inv_x = 1 / x

@@ -139,6 +139,23 @@ class LearningRate:
             self.at(int(np.asarray(steps).reshape(-1)[bad[0]]))  # raises, naming that step
         return rates
 
+    def largest(self, first: int, last: int) -> float:
+        """The largest rate of steps ``first .. last`` of a built-in schedule, from a few rates whatever the range.
+
+        A step decay and an exponential never rise (``gamma <= 1``): the rate
+        at ``first``; a linear warm-up never falls: at ``last``. A warm-up and
+        cosine is monotone on each of its (at most three) segments
+        (:mod:`sparse_opt._analytic_rates`): the largest of their ends.
+        """
+        if self.constant is not None:
+            return self.constant
+        if type(self.schedule) in (schedules.StepDecay, schedules.Exponential):
+            return self.at(first)
+        if type(self.schedule) is schedules.LinearWarmup:
+            return self.at(last)
+        _, lo, hi, _, _, _ = analytic_rates.segments(self.schedule, np.array([first]), np.array([last]))
+        return float(self.at_steps(np.concatenate([lo, hi])).max())
+
     def peak(self, through: int) -> float:
         """A bound on the rate of every step ``<= through``: the schedule's peak, or the largest rate so far.
 

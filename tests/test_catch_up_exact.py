@@ -869,7 +869,7 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(monkeypatch):
 #: Late in a long run under a schedule (AdamCoasting._rate_sequences): (schedule, beta1, beta2, gradient scale).
 LATE_SCHEDULED_CASES = [
     (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.999, 0.999, 1e-6),
-    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, 1.0),  # near the end of a cosine to 0
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, 1e-6),  # near the end of a cosine to 0
     (so.schedules.warmup_cosine(1e-2, 1000, 3_000_000, 1e-2), 0.9999, 0.999, 1e-3),  # a rising cosine
     (so.schedules.linear_warmup(1e-3, 2_000_000), 0.999, 0.9999, 1e-6),
     (so.schedules.warmup_cosine(1e-3, 1000, 800_000, 1e-5), 0.999, 0.999, 1.0),  # after the cosine: constant
@@ -898,6 +898,45 @@ def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_e
             args = (0.0, float(m[r, col]), float(v[r, col]), int(last[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0)
             ref, ref_scale = exact_dense_extended(*args, schedule=schedule)
             err = float(max(abs(np.longdouble(params[r, col]) - ref) - np.longdouble(2.0**-147), 0) / (ref_scale * eps32))
+            assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
+
+
+#: The expansion under a schedule (AdamCoasting._window): (schedule, beta1, beta2, dtype, rows' first rates apart).
+EXPANDED_SCHEDULED_CASES = [
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.9, 0.999, np.float32, False),
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, np.float32, False),  # near the cosine's end
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.99, 0.9999, np.float64, False),
+    (so.schedules.step_decay(1e-2, 30_000, 0.5), 0.9, 0.999, np.float64, False),  # windows across its drops
+    (so.schedules.exponential(1e-3, 0.99999), 0.9, 0.999, np.float32, False),
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_000_100, 0.0), 0.9, 0.999, np.float32, True),  # rates near 0: blocks
+]
+
+
+@pytest.mark.skipif(not EXTENDED, reason="numpy's long double is float64 on this platform")
+@pytest.mark.parametrize(("schedule", "beta1", "beta2", "dtype", "apart"), EXPANDED_SCHEDULED_CASES)
+def test_rows_under_a_schedule_are_summed_through_the_expansion_exactly(schedule, beta1, beta2, dtype, apart, monkeypatch):
+    """Adam under a built-in schedule, gradients of scale 1 (``sqrt(v)`` far above eps): the expansion, with each
+    dormant step's rate in its weights, P_n(s, K) = sum_i rho_n**i u_n(s + i) lr_{s+i} (AdamCoasting._window), for
+    rows last touched 1 to 10**5 steps before step 10**6: each coordinate within QUADRATURE_BOUND_EPS epsilons of the
+    dtype of its scale of the exact recurrence with every step's own rate (80-bit). Where a long window starts at a
+    rate below the peak / RATE_SPREAD (the last case: a cosine to 0 ending 100 steps after step 10**6), the tail's
+    rates are not bounded by the first's and the blocks sum the rows instead."""
+    expanded = []
+    original = AdamCoasting._expand
+    monkeypatch.setattr(AdamCoasting, "_expand", lambda self, *a: expanded.append(original(self, *a)) or expanded[-1])
+    through = 10**6
+    gaps, m, v = late_moments([5, int(beta1 * 1e4)], 1.0, rows=120, cols=4)
+    last = through - gaps
+    cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
+    params = caught_up_rows(np.zeros(m.shape), m, v, last, through, cfg, dtype)
+    assert expanded and all((r is None) == apart for r in expanded), [r is None for r in expanded]
+    d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(dtype))
+    eps = np.longdouble(np.finfo(dtype).eps)
+    for r in np.linspace(0, len(gaps) - 1, 8).astype(int).tolist():
+        for col in (0, m.shape[1] - 1):
+            mr, vr = float(dtype(m[r, col])), float(dtype(v[r, col]))
+            ref, ref_scale = exact_dense_extended(0.0, mr, vr, int(last[r]), int(gaps[r]), 1.0, d1, d2, 1e-8, 1.0, schedule=schedule)
+            err = float(abs(np.longdouble(params[r, col]) - ref) / (ref_scale * eps))
             assert err <= QUADRATURE_BOUND_EPS, (r, col, int(gaps[r]), err)
 
 

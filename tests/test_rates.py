@@ -243,3 +243,25 @@ def test_float64_factors_are_too_many_runs_and_are_taken_step_by_step():
     assert rate.runs(np.dtype(np.float64)) is None
     assert rate.runs(np.dtype(np.float32)) is not None
     assert LearningRate(lambda t: 1e-3, weight_decay=0.01).runs(np.dtype(np.float32)) is None  # any other callable
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        schedules.warmup_cosine(0.3, 7, 60, final_lr=0.05),
+        schedules.warmup_cosine(0.01, 5, 90, final_lr=0.05),  # rising
+        schedules.linear_warmup(0.4, 25),
+        schedules.step_decay(0.5, 9, 0.5),
+        schedules.exponential(0.5, 0.97),
+        0.125,
+    ],
+)
+def test_largest_rate_of_a_range_is_the_largest_of_its_steps(schedule):
+    """The largest rate over any range of steps, from the ends of the segments it crosses, is the largest of the
+    steps' own rates (every range within the first 120 steps, and ranges of 10**12 steps from the segment ends)."""
+    rate = LearningRate(schedule)
+    rates = np.array([rate.at(t) for t in range(1, 121)])
+    for first in range(1, 121, 3):
+        for last in range(first, 121, 7):
+            assert rate.largest(first, last) == rates[first - 1 : last].max(), (first, last)
+    assert rate.largest(100, 10**12) == max(rate.at(100), rate.at(10**12))  # monotone from step 100 on
