@@ -581,10 +581,9 @@ class AdamCoasting:
             for start in range(0, unique.size, block):
                 part = unique[start : start + block]
                 rates = near[part - base] if near is not None else self.rate.at_steps(part[:, None] + i[None, :])
-                if self.dtype.itemsize >= 8:  # pairwise along the window: a matrix product's long runs err by ~7 eps
-                    out[:, start : start + block] = (rho_i[:, None, :] * rates[None]).sum(axis=-1)
-                else:  # far below a float32 rounding either way
-                    out[:, start : start + block] = rho_i @ rates.T
+                # pairwise along each window, as numpy sums a row: the same bits whatever the other windows (a
+                # matrix product's depend on them, and its long runs err by ~7 float64 epsilons)
+                out[:, start : start + block] = (rho_i[:, None, :] * rates[None]).sum(axis=-1)
             return out[:, inverse]
         out = np.empty((self.terms, s.size))
         for start in range(0, s.size, block):

@@ -1224,3 +1224,42 @@ def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(
     assert batched.tobytes() == got.tobytes()
     per_row = (np.repeat(a, rows) for a in (low, top, lo, width, np.array([pieces])))  # one range a row, sliced too
     assert _adam_coasting._log_interpolate(x, coef, *per_row, first).tobytes() == got.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_training_under_a_schedule_through_the_expansion_resumes_bit_for_bit(dtype, monkeypatch):
+    """The expansion's weights under a schedule are kept by last step and built from kept rates: a run restored from
+    a checkpoint mid-way (nothing kept) continues bit for bit as one that never stopped, whatever was kept."""
+    expanded = []
+    original = AdamCoasting._expand
+    monkeypatch.setattr(AdamCoasting, "_expand", lambda self, *a: expanded.append(original(self, *a)) or expanded[-1])
+    schedule = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
+    through = 10**6
+    gaps, m, v = late_moments([8, 1], 1.0, rows=300, cols=4)
+    rng = np.random.default_rng(2)
+    cfg = so.SparseAdamConfig(lr=schedule, beta1=0.9, beta2=0.999, eps=1e-8, mode="dense_equivalent")
+    batches = [(np.unique(rng.integers(0, 300, 60)), rng.standard_normal((300, 4)).astype(dtype)) for _ in range(6)]
+
+    def start() -> so.SparseAdamTable:
+        opt = so.SparseAdamTable(np.zeros(m.shape, dtype=dtype), cfg)
+        state = opt.state_dict()
+        state.update(step_count=np.int64(through), m=m.astype(dtype), v=v.astype(dtype), last_step=through - gaps)
+        opt.load_state_dict(state)
+        return opt
+
+    def train(opt: so.SparseAdamTable, part: list) -> None:
+        for ids, g in part:
+            opt.step(so.CsrGradient.from_rows(ids, g[ids], 300))
+
+    straight = start()
+    train(straight, batches)
+    first = start()
+    train(first, batches[:3])
+    resumed = so.SparseAdamTable(first.params.copy(), cfg)
+    resumed.load_state_dict(first.state_dict())
+    train(resumed, batches[3:])
+    assert expanded and any(r is not None for r in expanded)
+    np.testing.assert_array_equal(resumed.params, straight.params)
+    straight.catch_up()
+    resumed.catch_up()
+    assert resumed.params.tobytes() == straight.params.tobytes()
