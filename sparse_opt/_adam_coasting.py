@@ -278,7 +278,7 @@ import numpy as np
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._discrete_gauss import rules as gauss_rules
-from sparse_opt._rates import LearningRate
+from sparse_opt._rates import RATE_MEMO, LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -577,7 +577,7 @@ class AdamCoasting:
             base, span = int(unique[0]), int(unique[-1] - unique[0]) + L
             # the windows of one stretch of rates where they hold most of it, else each window's own rates
             near = np.lib.stride_tricks.sliding_window_view(self.rate.over(base + 1, base + 1 + span), L) if (
-                span <= max(4 * L * unique.size, NODE_BATCH)) else None
+                span <= min(max(4 * L * unique.size, NODE_BATCH), RATE_MEMO)) else None
             for start in range(0, unique.size, block):
                 part = unique[start : start + block]
                 rates = near[part - base] if near is not None else self.rate.at_steps(part[:, None] + i[None, :])
@@ -713,8 +713,8 @@ class AdamCoasting:
         """The expanded coasting ``lr m S`` from ``m_s`` and ``x = sqrt(v_s)``, where it converges (``x >= x_min``).
 
         ``b_last`` and ``x_min`` are :meth:`_expansion_floor`'s. None under a
-        schedule whose long windows start at a rate too far below its peak
-        (:meth:`_window`).
+        schedule whose long windows start at a rate below the largest rate of
+        their steps over ``RATE_SPREAD`` (:meth:`_window`).
         """
         L = self.window
         long = gap >= L

@@ -1263,3 +1263,19 @@ def test_training_under_a_schedule_through_the_expansion_resumes_bit_for_bit(dty
     straight.catch_up()
     resumed.catch_up()
     assert resumed.params.tobytes() == straight.params.tobytes()
+
+
+def test_scheduled_full_windows_are_the_same_from_one_stretch_of_rates_or_each_window_own(monkeypatch):
+    """P_n(s, L) under a schedule past the settled steps: from windows of one stretch of kept rates (last steps close
+    together) or from each window's own rates (far apart): the same bits, each the sum over its window."""
+    schedule = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5)
+    coasting = AdamCoasting(so._rates.LearningRate(schedule), 0.9, 0.999, 1e-8, 0.0, np.float32)
+    s = np.array([900_000, 900_003, 912_345, 999_000, 900_003])
+    near = coasting._sum_windows(s, settled=True)
+    monkeypatch.setattr(_adam_coasting, "RATE_MEMO", 10)  # no stretch is short enough: each window's own rates
+    apart = coasting._sum_windows(s, settled=True)
+    assert near.tobytes() == apart.tobytes()
+    i = np.arange(1, coasting.window + 1)
+    rates = np.array([schedule(int(t)) for t in (s[2] + i).tolist()])
+    direct = (coasting._rho_power(i.astype(np.float64)) * rates).sum(axis=1)
+    np.testing.assert_allclose(near[:, 2], direct, rtol=1e-14)
