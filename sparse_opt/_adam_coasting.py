@@ -407,7 +407,9 @@ class AdamCoasting:
         size = min(self.settled, MAX_TABLE)
         self._full = np.zeros((size, self.terms))
         self._full_known = np.zeros(size, dtype=bool)
-        self._full_settled = self._rho_power(np.arange(1, max(self.window, 1) + 1.0)).sum(axis=1) if self.window else None
+        # sum_i rho_n**i: P_n(s, L) past the settled steps at a constant rate (under a schedule, _scheduled_full)
+        constant_window = self.window and self.rate.constant is not None
+        self._full_settled = self._rho_power(np.arange(1, self.window + 1.0)).sum(axis=1) if constant_window else None
         self._ring_s: np.ndarray | None = None  # _scheduled_full
         self._ring_w = np.zeros((self.terms, 0))
 
@@ -508,7 +510,7 @@ class AdamCoasting:
         return recent
 
     def _u_rated(self, j: np.ndarray) -> np.ndarray:
-        """``u_n(j)``, times ``lr_j`` under a schedule (the rates are in the weights), for a 1-D array of steps."""
+        """``u_n(j)``, times ``lr_j`` under a schedule (the rates are in the weights): shape ``(N, *j.shape)``."""
         u = self._u(j)
         if self.rate.constant is not None:
             return u
@@ -588,10 +590,7 @@ class AdamCoasting:
         out = np.empty((self.terms, s.size))
         for start in range(0, s.size, block):
             part = s[start : start + block]
-            steps = part[:, None] + i[None, :]
-            u = self._u(steps)  # (N, len(part), L)
-            if self.rate.constant is None:
-                u *= self.rate.at_steps(steps)[None]
+            u = self._u_rated(part[:, None] + i[None, :])  # (N, len(part), L)
             out[:, start : start + block] = np.einsum("nl,nsl->ns", rho_i, u)
         return out
 
