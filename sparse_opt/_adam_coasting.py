@@ -278,6 +278,7 @@ import numpy as np
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._discrete_gauss import rules as gauss_rules
+from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._rates import RATE_MEMO, LearningRate
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
@@ -309,8 +310,6 @@ PIECE_WIDTH = 0.5
 SMOOTH_ENTRIES = 20
 #: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
 NODE_BATCH = 1 << 16
-#: Entries :func:`_log_interpolate` evaluates in one numpy pass.
-INTERPOLATE_BATCH = 1 << 16
 #: Steps times nodes one pass of the node sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
 RUN_COST = 5000
 #: Flat steps of a window from which their weights are summed pairwise (:meth:`AdamCoasting._flat_sums`).
@@ -958,7 +957,7 @@ class AdamCoasting:
         b_top = np.array([math.sqrt(self.decay2)])  # b_1: the bias corrections are 1
         x_hi = np.array([float(x_max[live].max())])
         low, top, lo, pieces, width = self._pieces(np.array([float(x_min[live].min())]), x_hi, b_top)
-        n = int(self._piece_terms(width / 2, b_top * top / self.eps)[0])
+        n = int(piece_terms(width / 2, b_top * top / self.eps, self.tol)[0])
         # the nodes must pay for themselves, and the windows' values at them stay a small multiple of the entries
         if x.size < SMOOTH_ENTRIES * int(pieces[0]) or s.size * int(pieces[0]) * n > PREFIX_NODES * x.size:
             return None
@@ -995,7 +994,7 @@ class AdamCoasting:
             weights = [w * shape(j - s_ref) for shape in shapes]
         factors = np.where((summed > 0)[:, None], factors, 0.0)
         which = np.minimum(np.searchsorted(ends, summed), stretches - 1)
-        node_x = _log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
+        node_x = log_nodes(lo[0] + width[0] * np.arange(pieces[0]), np.full(pieces[0], width[0]), n).reshape(-1)
         sums, const = np.zeros((s.size, node_x.size)), tail
         spread, none = (np.full(stretches, low[0]), np.full(stretches, x_hi[0])), np.zeros(stretches)
         for w_m, factor in zip(weights, factors.T):
@@ -1004,8 +1003,8 @@ class AdamCoasting:
             # each window: the running sums up to its end, times its factor
             sums += np.cumsum(at_nodes, axis=0)[which] * factor[:, None]
             const = const + np.cumsum(blocks[0])[which] * factor
-        coef_y = _log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
-        acc[...] = _log_interpolate(x, coef_y, low, top, lo, width, pieces, row_class * int(pieces[0]))
+        coef_y = log_coefficients(sums.reshape(s.size * int(pieces[0]), n))
+        acc[...] = log_interpolate(x, coef_y, low, top, lo, width, pieces, row_class * int(pieces[0]))
         return acc, const[row_class]
 
     def _stretch_nodes(self, blocks: tuple[np.ndarray, ...], node_x: np.ndarray, stretches: int) -> np.ndarray:
@@ -1148,7 +1147,7 @@ class AdamCoasting:
         phi**2)``) ``|S|`` is at most ``min(e**(h + a), 1 + b_max x_max / eps) /
         cos(phi / 2)`` times its least value on the piece, and the interpolant
         of degree ``n - 1`` errs by ``4 M rho**(1-n) / (rho - 1)`` (Trefethen,
-        Thm 8.2), kept below ``tol / 8`` (:meth:`_piece_terms`). An entry costs
+        Thm 8.2), kept below ``tol / 8`` (:func:`~sparse_opt._log_chebyshev.piece_terms`). An entry costs
         a logarithm and ``n`` Clenshaw steps (about 9 in float32, 16 in
         float64) in float64, whatever the number of blocks; the nodes cost the
         blocks' evaluation at a few hundred points.
@@ -1156,12 +1155,12 @@ class AdamCoasting:
         blk_start, blk_count, b_c, t_mid, t_half, coef, terms = blocks
         b_top = b_c[blk_start[classes]]  # the window's largest b: its first block's
         low, top, lo, pieces, width = self._pieces(x_min[classes], x_max[classes], b_top)
-        n = int(self._piece_terms(width / 2, b_top * top / self.eps).max())
+        n = int(piece_terms(width / 2, b_top * top / self.eps, self.tol).max())
         # the nodes: piece by piece of each window, n each
         piece_class = np.repeat(np.arange(classes.size), pieces)
         first_piece = np.cumsum(pieces) - pieces
         offset = np.arange(piece_class.size) - first_piece[piece_class]
-        node_x = _log_nodes(lo[piece_class] + width[piece_class] * offset, width[piece_class], n)
+        node_x = log_nodes(lo[piece_class] + width[piece_class] * offset, width[piece_class], n)
         # every block of a window (a row each) at every node of its pieces (the columns), summed over the blocks
         at_nodes = np.empty((piece_class.size, n))
         for c in range(classes.size):
@@ -1173,8 +1172,8 @@ class AdamCoasting:
             )
             at_nodes[mine] = values.sum(axis=0).reshape(pieces[c], n)
         local = np.searchsorted(classes, row_class)
-        coef_y, ranges = _log_coefficients(at_nodes), (low[local], top[local], lo[local], width[local])
-        return _log_interpolate(x, coef_y, *ranges, pieces[local], first_piece[local]).astype(self.dtype)
+        coef_y, ranges = log_coefficients(at_nodes), (low[local], top[local], lo[local], width[local])
+        return log_interpolate(x, coef_y, *ranges, pieces[local], first_piece[local]).astype(self.dtype)
 
     def _pieces(self, x_min: np.ndarray, x_max: np.ndarray, b_top: np.ndarray) -> tuple[np.ndarray, ...]:
         """Windows' ranges of ``x`` for :meth:`_smooth_sums`: ``(x_lo, x_max, log x_lo, pieces, width)``.
@@ -1187,21 +1186,6 @@ class AdamCoasting:
         lo = np.log(low)
         pieces = np.maximum(1, np.ceil((np.log(x_max) - lo) / PIECE_WIDTH)).astype(np.int64)
         return low, x_max, lo, pieces, (np.log(x_max) - lo) / pieces
-
-    def _piece_terms(self, half: np.ndarray, growth: np.ndarray) -> np.ndarray:
-        """Chebyshev nodes for pieces of half-width ``half`` in ``log x`` (:meth:`_smooth_sums`), error below ``tol / 8``.
-
-        ``growth`` is ``b_max x_max / eps``: ``S(0) / S(x) <= 1 + growth``. The
-        best of a few semi-minor axes ``phi`` (larger: faster convergence, but
-        a larger ``M``) is taken.
-        """
-        h = np.maximum(half, 1e-300)[:, None]
-        phi = np.array([1.0, 1.5, 2.0, 2.5, 2.9])[None, :]
-        rho = np.hypot(phi / h, 1.0) + phi / h
-        semi_major = np.hypot(h, phi)
-        bound = np.minimum(np.exp(h + semi_major), 1.0 + growth[:, None]) / np.cos(phi / 2)
-        degree = np.maximum(0, np.ceil(np.log(32.0 * bound / (self.tol * (rho - 1.0))) / np.log(rho)))
-        return degree.min(axis=1).astype(np.int64) + 1
 
     def _evaluate(
         self,
@@ -1229,7 +1213,7 @@ class AdamCoasting:
         used = c.shape[1]
         if used == 1:
             return np.divide(c[:, :1], den, out=out)
-        result = _clenshaw(u, lambda j: c[:, j : j + 1], used, out=out)  # each row's coefficients, a column
+        result = clenshaw(u, lambda j: c[:, j : j + 1], used, out=out)  # each row's coefficients, a column
         result /= den
         return result
 
@@ -2061,89 +2045,6 @@ def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.unique(last, return_inverse=True)
     present = np.bincount(last - low, minlength=span) > 0
     return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
-
-
-def _clenshaw(
-    u: np.ndarray, coefficient: Callable[[int], np.ndarray], used: int, out: np.ndarray | None = None
-) -> np.ndarray:
-    """``sum_{j < used} c_j T_j(u)`` by Clenshaw's recurrence, for ``used >= 2``; ``coefficient(j)`` is ``c_j``.
-
-    ``c_j`` broadcasts against ``u`` (a column per row, or one value per
-    entry). ``b_j = 2 u b_{j+1} - b_{j+2} + c_j`` from ``b_used = b_{used+1} =
-    0``, the sum ``u b_1 - b_2 + c_0``; the recurrence reuses three arrays,
-    whatever the terms, and writes the sum to ``out`` when given.
-    """
-    two_u = u + u
-    b1, b2 = coefficient(used - 1), None  # b2 = 0 until the first step
-    spare: list[np.ndarray] = []
-    for n in range(used - 2, 0, -1):
-        step = np.multiply(two_u, b1, out=spare.pop() if spare else None)
-        if b2 is not None:
-            step -= b2
-            if b2.shape == u.shape and b2.flags.writeable:  # an array of the recurrence's own, not a coefficient
-                spare.append(b2)
-        step += coefficient(n)
-        b1, b2 = step, b1
-    result = np.multiply(u, b1, out=out)
-    if b2 is not None:
-        result -= b2
-    result += coefficient(0)
-    return result
-
-
-def _log_nodes(start: np.ndarray, width: np.ndarray, n: int) -> np.ndarray:
-    """The ``n`` Chebyshev nodes (of the first kind) in ``x`` of each piece ``[start, start + width]`` of ``log x``, ``(pieces, n)``."""
-    theta = np.pi * (np.arange(n) + 0.5) / n
-    return np.exp((start + width / 2)[:, None] + (width / 2)[:, None] * np.cos(theta)[None, :])
-
-
-def _log_coefficients(at_nodes: np.ndarray) -> np.ndarray:
-    """The Chebyshev coefficients of the interpolants through the values ``at_nodes`` (last axis: :func:`_log_nodes`'s)."""
-    n = at_nodes.shape[-1]
-    theta = np.pi * (np.arange(n) + 0.5) / n
-    coef = at_nodes @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
-    coef[..., 0] /= 2
-    return coef
-
-
-def _log_interpolate(
-    x: np.ndarray,
-    coef: np.ndarray,
-    low: np.ndarray,
-    top: np.ndarray,
-    lo: np.ndarray,
-    width: np.ndarray,
-    pieces: np.ndarray,
-    first: np.ndarray,
-) -> np.ndarray:
-    """The piecewise interpolants in ``log x`` at rows ``x`` (``(R, C)``), in float64, by Clenshaw's recurrence.
-
-    Row ``r`` uses the pieces ``first[r] .. first[r] + pieces[r] - 1`` of
-    ``coef`` (one piece a row, :func:`_log_coefficients`), of width
-    ``width[r]`` from ``lo[r] = log low[r]``; its ``x`` is clipped to
-    ``[low[r], top[r]]``. ``low``, ``top``, ``lo``, ``width`` and ``pieces``
-    may hold one value for every row. Rows are taken ``INTERPOLATE_BATCH``
-    entries at a time: each entry's coefficients are gathered at once (one
-    gather, not one a term) and the batch's arrays stay in cache.
-    """
-    n = coef.shape[-1]
-    by_term = np.ascontiguousarray(coef.T)  # (n, pieces): a term's coefficients contiguous, for the gathers
-    out = np.empty(x.shape)
-    rows = max(1, INTERPOLATE_BATCH // max(x.shape[1], 1))
-    for r0 in range(0, x.shape[0], rows):
-        r = slice(r0, r0 + rows)
-        low_r, top_r, lo_r, width_r, pieces_r = (a[r] if a.size > 1 else a for a in (low, top, lo, width, pieces))
-        y = np.log(np.clip(x[r].astype(np.float64), low_r[:, None], top_r[:, None]))
-        pos = (y - lo_r[:, None]) / np.maximum(width_r, 1e-300)[:, None]
-        piece = np.clip(np.floor(pos), 0, (pieces_r - 1)[:, None])
-        u = np.clip(2.0 * (pos - piece) - 1.0, -1.0, 1.0)
-        gathered = by_term.take(first[r][:, None] + piece.astype(np.int64), axis=1)  # (n, rows, C)
-        gathered.flags.writeable = False  # the recurrence must not reuse a coefficient's array
-        if n == 1:
-            out[r] = gathered[0]
-        else:
-            _clenshaw(u, gathered.__getitem__, n, out=out[r])
-    return out
 
 
 def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 import sparse_opt as so
 from sparse_opt import _adam_coasting
+from sparse_opt import _log_chebyshev as log_chebyshev
 from sparse_opt._adam_coasting import PIECE_WIDTH, AdamCoasting, stall_floor
 
 mpmath = pytest.importorskip("mpmath")
@@ -1200,7 +1201,7 @@ def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, wi
 
 
 def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``_log_interpolate`` evaluates, at each entry, the Chebyshev series of its row's piece of ``log x``: checked
+    """``log_interpolate`` evaluates, at each entry, the Chebyshev series of its row's piece of ``log x``: checked
     against numpy's ``chebval`` entry by entry, and bit for bit the same in batches of 64 entries (rows split), with
     one range for all rows or one a row."""
     rng = np.random.default_rng(5)
@@ -1211,7 +1212,7 @@ def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(
     lo, width = np.log(low), np.array([1.0])
     coef = rng.standard_normal((40 * pieces, n)) / 2.0 ** np.arange(n)
     first = rng.integers(0, 40, rows) * pieces
-    got = _adam_coasting._log_interpolate(x, coef, low, top, lo, width, np.array([pieces]), first)
+    got = log_chebyshev.log_interpolate(x, coef, low, top, lo, width, np.array([pieces]), first)
     y = np.clip(np.log(x), -2.5, 2.5)
     piece = np.clip(np.floor(y + 2.5), 0, pieces - 1)
     u = np.clip(2.0 * (y + 2.5 - piece) - 1.0, -1.0, 1.0)
@@ -1219,11 +1220,11 @@ def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(
         [[np.polynomial.chebyshev.chebval(u[r, c], coef[first[r] + int(piece[r, c])]) for c in range(cols)] for r in range(rows)]
     )
     assert np.abs(got - expected).max() <= 1e-14 * np.abs(coef).sum(axis=1).max()
-    monkeypatch.setattr(_adam_coasting, "INTERPOLATE_BATCH", 64)
-    batched = _adam_coasting._log_interpolate(x, coef, low, top, lo, width, np.array([pieces]), first)
+    monkeypatch.setattr(log_chebyshev, "INTERPOLATE_BATCH", 64)
+    batched = log_chebyshev.log_interpolate(x, coef, low, top, lo, width, np.array([pieces]), first)
     assert batched.tobytes() == got.tobytes()
     per_row = (np.repeat(a, rows) for a in (low, top, lo, width, np.array([pieces])))  # one range a row, sliced too
-    assert _adam_coasting._log_interpolate(x, coef, *per_row, first).tobytes() == got.tobytes()
+    assert log_chebyshev.log_interpolate(x, coef, *per_row, first).tobytes() == got.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
