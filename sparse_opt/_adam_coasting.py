@@ -138,6 +138,20 @@ so the sequences are summed to ``tol / 16`` and the windows' cancellation is
 held below ``MAX_CANCELLATION`` (it is ``1 + O(omega K)``: about 2 at most
 half-way down a cosine of two million steps).
 
+*Late in training without decay: one function for every window.* At a
+constant rate with ``c = 1`` the steps after a window's ``K``-th are ``beta1**K``
+times its first steps seen at ``beta2**(K/2) x``, so with ``F(x)`` the sum of
+*all* the settled steps, ``S_K(x) = F(x) - beta1**K F(beta2**(K/2) x)``, and
+``F`` is one function of ``x`` for the process (:mod:`sparse_opt._settled_sum`:
+pieces in ``log x`` built once, within about ``1e-13``).
+:meth:`AdamCoasting._settled_sums` takes each window this way where that
+error stays within the catch-up's tolerance of ``S_K`` (every window but the
+shortest, whose ``S_K`` is a small part of ``F``: those of ``SHORT_WINDOW``
+steps or fewer are summed step by step, longer ones by the prefix sums). A
+training step late in training then costs one or two evaluations of ``F`` per
+entry and nothing per window (4x to 5x a ``DORMANCY_DECAY`` step instead of 7x
+to 10x for beta1 >= 0.999, RESULTS.md).
+
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
 0.9999), but the terms are analytic functions of the step ``j``, changing by
@@ -280,6 +294,8 @@ from sparse_opt import schedules
 from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._rates import RATE_MEMO, LearningRate
+from sparse_opt._settled_sum import U as U64
+from sparse_opt._settled_sum import settled_sum
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -326,6 +342,10 @@ PREFIX_WINDOWS = 8
 MAX_SCALE_LOG = 600.0
 #: Most values at the shared nodes (windows x nodes) per entry that :meth:`AdamCoasting._prefix_sums` keeps.
 PREFIX_NODES = 64
+#: Longest settled window summed step by step where the settled sum cannot serve it (:meth:`AdamCoasting._settled_sums`).
+SHORT_WINDOW = 16
+#: Least tolerance (relative) for which late windows are summed through the settled sum (:meth:`AdamCoasting._settled_sums`).
+SETTLED_TOL = 2.0**-36
 #: Largest cancellation between the sequences of a schedule's rates that :meth:`AdamCoasting._rate_sequences` accepts.
 MAX_CANCELLATION = 8.0
 #: Largest table of full-window weights ``P_n(s, L)`` by ``s`` (beyond, computed per use).
@@ -844,7 +864,8 @@ class AdamCoasting:
                 acc += acc_s * later.astype(self.dtype)[:, None]
                 const = tail_decay * const + later * const_s
             else:
-                shared = self._prefix_sums(x, row_class, classes, gaps, x_least, x_class)
+                shared = self._settled_sums(x, row_class, classes, gaps, x_least, x_class)
+                shared = shared or self._prefix_sums(x, row_class, classes, gaps, x_least, x_class)
                 acc, const = shared or self._sum_rows(x, row_class, classes, gaps, x_least, x_class, windows)
             m_rows = m if rows is None else m[rows]
             lr = self.lr if self.rate.constant is not None else 1.0  # a schedule's rates are in the weights
@@ -906,6 +927,74 @@ class AdamCoasting:
         out = np.empty_like(acc)
         out[order] = acc
         return out, const[row_class]
+
+    def _settled_sums(
+        self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`_sum_rows` late in training through the settled sum ``F``; None where it does not apply.
+
+        Once both bias corrections are 1 (``s >= exact_one`` for every window
+        with steps), at a constant rate without decay (``c = 1``), a window of
+        ``K`` steps sums ``S_K(x) = F(x) - d1**K F(q**K x)`` with one function
+        ``F`` of ``x`` for every window (:mod:`sparse_opt._settled_sum`, tabulated
+        once for the process): an entry costs one evaluation of ``F``, and a
+        second where ``d1**K F(0)`` exceeds ``2**-60`` of its window's least
+        ``F``. With ``delta`` the error of ``F``, a window is taken where
+        ``(delta + 2 u) (F(x) + d1**K F(q**K x)) <= (tol / 8) S_K`` for every
+        entry; the others (the shortest windows, where ``S_K`` is a small part
+        of ``F``) are summed as before (:meth:`_prefix_sums` or
+        :meth:`_sum_rows`). Requires a dtype whose tolerance allows it (not
+        float64: ``delta`` is about ``1e-13``) and ``F(0)`` within its range.
+        """
+        live = k > 0
+        if (
+            self.rate.constant is None
+            or self.c != 1.0
+            or self.tol < SETTLED_TOL
+            or not live.any()
+            or int(s[live].min()) < self.exact_one
+        ):
+            return None
+        settled = settled_sum(self.decay1, self.decay2, self.eps)
+        if settled is None or settled.ceiling >= float(np.finfo(self.dtype).max) / 4:
+            return None
+        if not settled.reach(float(x_max[live].max())):
+            return None
+        wide = x.astype(np.float64)
+        acc = settled(wide)  # F(x): the whole sum where d1**K F(q**K x) is below 2**-60 of it
+        spread = acc.copy()
+        powers = np.power(self.decay1, k.astype(np.float64))
+        least = settled(x_max[:, None].astype(np.float64))[:, 0]
+        far = live & (powers * settled.ceiling > 2.0**-60 * least)
+        rows = np.flatnonzero(far[row_class])
+        if rows.size:
+            shift = np.power(self.decay2, k.astype(np.float64) / 2)[row_class[rows], None]
+            later = settled(wide[rows] * shift) * powers[row_class[rows], None]
+            acc[rows] -= later
+            spread[rows] += later
+        acc[~live[row_class]] = 0.0  # windows of no steps
+        delta = settled.error() + 2.0 * U64
+        wrong = ~((delta + U64) * spread <= (self.tol / 8) * acc) & live[row_class, None]
+        out = acc.astype(self.dtype)
+        const = np.zeros(row_class.size)
+        bad = np.bincount(row_class, weights=wrong.sum(axis=1), minlength=s.size) > 0
+        short = np.flatnonzero((bad & (k <= SHORT_WINDOW))[row_class])
+        if short.size:  # step by step
+            out[short] = self._short_sums(wide[short], k[row_class[short]]).astype(self.dtype)
+        bad &= k > SHORT_WINDOW
+        if bad.any():  # the other windows whose S_K is a small part of F: as before
+            windows = np.flatnonzero(bad)
+            rows = np.flatnonzero(bad[row_class])
+            args = (x[rows], np.searchsorted(windows, row_class[rows]), s[windows], k[windows], x_min[windows], x_max[windows])
+            out[rows], const[rows] = self._prefix_sums(*args) or self._sum_rows(*args)
+        return out, const
+
+    def _short_sums(self, x: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """``sum_{i=1..k} d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled windows of ``k`` steps, one by one."""
+        acc = np.zeros(x.shape)
+        for i in range(1, int(k.max()) + 1):
+            acc += np.where((k >= i)[:, None], self.decay1**i / (self.decay2 ** (i / 2) * x + self.eps), 0.0)
+        return acc
 
     def _prefix_sums(
         self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray

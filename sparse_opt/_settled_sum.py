@@ -1,0 +1,291 @@
+r"""The coasting of every dormant step once the bias corrections have settled: one function of ``x`` for every window.
+
+Late in training (both bias corrections are 1: ``beta**s < 2**-54``), at a
+constant rate without weight decay, a window of ``K`` dormant steps after any
+last step coasts by ``lr m S_K(x)`` with (:mod:`sparse_opt._adam_coasting`)::
+
+    S_K(x) = sum_{i=1..K} d1**i / (q**i x + eps),    q = sqrt(d2),
+
+``d1`` and ``d2`` the dormant factors and ``x = sqrt(v)``. The steps after the
+``K``-th are ``d1**K`` times the first ones seen at ``q**K x``, so every window
+is a difference of one function of ``x`` alone, the sum of *all* the steps::
+
+    F(x) = sum_{i>=1} d1**i / (q**i x + eps),        S_K(x) = F(x) - d1**K F(q**K x).        (1)
+
+:class:`SettledSum` tabulates ``F`` once per ``(d1, d2, eps)`` (kept for the
+process) as a piecewise Chebyshev interpolant in ``y = log x``
+(:mod:`sparse_opt._log_chebyshev`); a window then costs one evaluation per
+entry, two while ``d1**K`` still counts, whatever ``K`` and however many
+windows a step brings current.
+
+**Building F.** With ``h = -log q``, ``l = -log d1`` and a *link* of ``M =
+2**p`` steps (the largest with ``M h <= LINK_WIDTH`` and ``M (l + h) <=
+LINK_DECAY``), (1) at ``K = M`` reads, in ``y``::
+
+    F(y) = B(y) + d1**M F(y - M h),    B(y) = sum_{i=1..M} d1**i / (q**i e**y + eps).    (2)
+
+The pieces are ``[Y0 + j w, Y0 + (j + 1) w]``, ``j = 0, 1, ...``, with ``w =
+M h / lag <= PIECE_WIDTH`` (``lag`` pieces to a link): piece ``j - lag`` is
+piece ``j`` moved by ``-M h``, so (2) gives the values at piece ``j``'s
+Chebyshev nodes from piece ``j - lag``'s at the same nodes. Narrow pieces keep
+the interpolant short (8 terms for ``w = 1/16``); long links keep the chain
+of (2) short. At and below ``Y0 = log eps - 7 log 2`` (``z = x / eps <=
+2**-7``) ``F`` is its series in ``z``::
+
+    F = (1 / eps) sum_{n>=0} (-z)**n c_n,    c_n = d1 q**n / (1 - d1 q**n),
+
+alternating with decreasing terms: ``SERIES_TERMS = 9`` of them leave at most
+``z**9 / (1 - z) < 2**-62`` of ``F``. The series gives the values of pieces
+``-lag .. -1``, and ``F`` wherever ``y <= Y0``.
+
+``B`` sums ``g(t) = d1**(1+t) / (q**(1+t) e**y + eps)`` over ``t = 0 .. M -
+1``, and ``g`` is analytic in ``t``: the ``m``-point discrete Gauss rule of
+:mod:`sparse_opt._discrete_gauss` errs by at most ``4 R rho**(1-2m) / (rho -
+1)`` of ``B``, where on the Bernstein ellipse of ``[0, M - 1]`` with
+semi-minor axis ``sigma H`` (``H = (M - 1) / 2``, semi-major ``a = H sqrt(1 +
+sigma**2)``, ``rho = sigma + sqrt(1 + sigma**2)``)::
+
+    R = e**((l + h) (a + H)) / cos(psi / 2),    psi = h sigma H < pi,
+
+bounds ``|g|`` there over its least value on ``[0, M - 1]``, uniformly in
+``y``: ``|d1**(1+t)| <= d1**(1 + H - a)`` against ``d1**M``, and ``|q**(1+t)
+e**y + eps| >= cos(psi / 2) (q**(1 + H + a) e**y + eps)`` (``|arg q**(1+t)| <=
+psi``) against ``q e**y + eps``. The least ``m`` (over a few ``sigma``) for
+``GAUSS_TOL`` is taken; a link the rules cannot halve is summed step by step.
+
+**Error.** With ``u = 2**-53``: each piece's values are sums of positive
+terms, so a piece errs by at most ``gamma e + LINK_ERROR`` relatively, ``e``
+the error of the piece ``lag`` below and ``gamma = min(1, d1**M e**(M h))``
+the largest share ``d1**M F(y - M h)`` can have of ``F(y)`` (``F(x) / F(x')
+<= x' / x``), ``LINK_ERROR = GAUSS_TOL + (24 + 4 Y) u`` (the rule's nodes and
+weights, the terms' powers and exponentials, the sums; ``Y`` the largest
+``|y|`` of a node, whose position is known to ``2 Y u``, and ``|d log F / dy|
+<= 1``). So after ``J`` pieces ``e_J <= 4 u + LINK_ERROR min(J / lag + 2, 1 /
+(1 - gamma))``. The interpolant of degree ``n - 1`` (``piece_terms``, below
+``INTERPOLATION_TOL``) raises the nodes' errors by its Lebesgue constant
+(below 3) times ``e**w`` (``F`` varies by at most that on a piece);
+Clenshaw's recurrence adds at most ``kappa u`` of the piece's least value,
+``kappa`` computed from each piece's coefficients (:func:`_clenshaw_rounding`),
+times ``3 e**w`` for the value at the nodes against the least on the piece
+(and the nodes' Lebesgue factor); and ``y = log x`` is placed within ``8 (Y +
+1) u``, so::
+
+    delta = INTERPOLATION_TOL + 3 e**w e_J + 3 e**w kappa u + 8 (Y + 1) u
+
+bounds ``|F~ - F| / F`` below ``Y_J`` (:meth:`SettledSum.error`). Through (1)
+a window errs by at most ``delta (F(x) + d1**K F(q**K x))``: the catch-up
+takes it where that is within its tolerance of ``S_K`` (all but the shortest
+windows, where ``S_K`` is a small part of ``F``) and sums the others as
+before.
+
+Pieces are built on demand, at most ``MAX_PIECES``, each from the one below by
+the same arithmetic, value by value: what a piece holds does not depend on
+which pieces were asked for before, so a catch-up resumed in a fresh process
+gives the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sparse_opt._discrete_gauss import rules as gauss_rules
+from sparse_opt._log_chebyshev import log_interpolate, piece_terms
+
+#: Widest piece in ``log x`` (and ``h = -log sqrt(d2)`` at most that: ``d2 >= e**-1``).
+PIECE_WIDTH = 2.0**-4
+#: Widest shift ``M h`` of a link (``lag`` pieces).
+LINK_WIDTH = 4.0
+#: Most ``M (l + h)`` a link may span: how much its terms may fall, ``e**-LINK_DECAY`` at most.
+LINK_DECAY = 8.0
+#: Relative error of a link's Gauss rule.
+GAUSS_TOL = 2.0**-56
+#: Relative error of the interpolant through exact values at its nodes.
+INTERPOLATION_TOL = 2.0**-50
+#: Terms of the series below ``Y0``.
+SERIES_TERMS = 9
+#: Most pieces kept per function (``MAX_PIECES * n`` coefficients).
+MAX_PIECES = 1 << 13
+#: Functions kept for the process (the oldest is dropped beyond).
+KEPT_SUMS = 16
+#: The semi-minor axes (in half-widths of the link) tried for its Gauss rule.
+LINK_SIGMAS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+#: A float64 rounding.
+U = 2.0**-53
+
+_SUMS: dict[tuple[float, float, float], SettledSum] = {}
+
+
+def settled_sum(d1: float, d2: float, eps: float) -> SettledSum | None:
+    """The process's :class:`SettledSum` of the dormant factors ``d1``, ``d2`` and ``eps``; None where it does not apply.
+
+    It applies for ``0 < d1 < 1``, ``e**(-2 PIECE_WIDTH) <= d2 < 1`` and a
+    finite ``eps > 0`` whose ``F(0) = d1 / ((1 - d1) eps)`` is below
+    ``2**1000``.
+    """
+    if not (0.0 < d1 < 1.0 and math.exp(-2.0 * LINK_WIDTH) <= d2 < 1.0 and 0.0 < eps < math.inf):
+        return None
+    if math.log(d1) - math.log1p(-d1) - math.log(eps) > 1000.0 * math.log(2.0):
+        return None
+    key = (d1, d2, eps)
+    if key not in _SUMS:
+        if len(_SUMS) >= KEPT_SUMS:
+            del _SUMS[next(iter(_SUMS))]
+        _SUMS[key] = SettledSum(d1, d2, eps)
+    return _SUMS[key]
+
+
+class SettledSum:
+    """``F(x) = sum_{i>=1} d1**i / (q**i x + eps)``, ``q = sqrt(d2)``, by pieces in ``log x`` (module docstring).
+
+    Parameters
+    ----------
+    d1, d2 : float
+        The dormant factors of ``m`` and ``v`` (``0 < d1 < 1``, ``e**-1 <= d2 < 1``).
+    eps : float
+        Adam's ``eps`` (``> 0``).
+    """
+
+    def __init__(self, d1: float, d2: float, eps: float) -> None:
+        self.d1, self.d2, self.eps = d1, d2, eps
+        self.h = -0.5 * math.log(d2)
+        self.l = -math.log(d1)
+        p = max(0, math.floor(math.log2(min(LINK_WIDTH / self.h, LINK_DECAY / (self.l + self.h)))))
+        #: The link ``M`` and its shift in ``log x``, ``M h``, which ``lag`` pieces of ``width`` make up.
+        self.link = 1 << p
+        self.lag = max(1, math.ceil(self.link * self.h / PIECE_WIDTH))
+        self.width = self.link * self.h / self.lag
+        self.bottom = math.log(eps) - 7.0 * math.log(2.0)
+        self.n = int(piece_terms(np.array([self.width / 2]), np.array([np.inf]), 8.0 * INTERPOLATION_TOL)[0])
+        theta = np.pi * (np.arange(self.n) + 0.5) / self.n
+        self._offsets = self.width / 2 * (1.0 + np.cos(theta))  # a piece's nodes in y, from its start
+        self._cosines = np.cos(np.outer(theta, np.arange(self.n))) * (2.0 / self.n)
+        e = -self.l - self.h * np.arange(SERIES_TERMS)  # log(d1 q**n)
+        self._series = np.exp(e) / -np.expm1(e)
+        #: ``F(0) = d1 / ((1 - d1) eps)``, the largest value of ``F``.
+        self.ceiling = float(self._series[0]) / eps
+        t, w = self._link_rule(p)
+        self._numerators = w * np.power(d1, 1.0 + t)  # the rule's weights times d1**(1+t)
+        self._exponents = -(1.0 + t) * self.h  # log q**(1+t)
+        self._link_decay = math.pow(d1, self.link)
+        self.coef = np.zeros((0, self.n))
+        # pieces -lag .. -1 at their nodes, by the series: the values (2) takes from `lag` pieces below
+        below = self.bottom + np.arange(-self.lag, 0)[:, None] * self.width + self._offsets[None, :]
+        self._below = self._series_values(np.exp(below))
+        self._rounding = 0.0  # Clenshaw's rounding over a piece's least value, the largest so far (error)
+
+    @property
+    def pieces(self) -> int:
+        """The pieces built so far (``F`` is known for ``x`` up to ``exp(Y0 + pieces W)``)."""
+        return self.coef.shape[0]
+
+    def _link_rule(self, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(t, w)``: the link's pseudo-steps (``0 .. M - 1``) and weights, a Gauss rule or every step (module docstring)."""
+        M, H = 1 << p, ((1 << p) - 1) / 2
+        best = math.inf
+        for sigma in LINK_SIGMAS:
+            psi = self.h * sigma * H
+            if psi >= math.pi:
+                continue
+            a, rho = H * math.hypot(1.0, sigma), sigma + math.hypot(1.0, sigma)
+            log_r = (self.l + self.h) * (a + H) - math.log(math.cos(psi / 2))
+            log_needed = math.log(4.0) + log_r - math.log(GAUSS_TOL * (rho - 1.0))
+            best = min(best, math.ceil((log_needed / math.log(rho) + 1.0) / 2))
+        if 2 * best > M:
+            return np.arange(M, dtype=np.float64), np.ones(M)
+        m = max(1, int(best))
+        return gauss_rules([(p, m)])[(p, m)]
+
+    def _series_values(self, x: np.ndarray) -> np.ndarray:
+        """``F(x)`` for ``x <= exp(Y0)`` by its series in ``z = x / eps`` (Horner's rule)."""
+        z = -(x / self.eps)
+        acc = np.full(x.shape, self._series[-1])
+        for c in self._series[-2::-1]:
+            acc = acc * z + c
+        return acc / self.eps
+
+    def reach(self, x_max: float) -> bool:
+        """Build the pieces up to ``x_max``; False where that would exceed ``MAX_PIECES`` (or ``x_max`` is not finite)."""
+        if not math.isfinite(x_max):
+            return False
+        if x_max <= 0.0:
+            return True
+        need = math.floor((math.log(x_max) - self.bottom) / self.width) + 2
+        if need > MAX_PIECES:
+            return False
+        if need > self.pieces:
+            self._extend(need)
+        return True
+
+    def _extend(self, need: int) -> None:
+        """Build pieces ``pieces .. need - 1`` by (2), each from the one ``lag`` below, value by value."""
+        j = np.arange(self.pieces, need, dtype=np.float64)
+        y = self.bottom + j[:, None] * self.width + self._offsets[None, :]
+        terms = self._numerators / (np.exp(y[:, :, None] + self._exponents) + self.eps)
+        link_sums = terms.sum(axis=2)  # each node's terms contiguous: the same sum whatever the batch
+        values = np.concatenate([self._below, np.empty_like(link_sums)])
+        for r in range(link_sums.shape[0]):
+            values[r + self.lag] = link_sums[r] + self._link_decay * values[r]
+        self._below = values[-self.lag :]
+        values = values[self.lag :]
+        coef = (values[:, :, None] * self._cosines[None, :, :]).sum(axis=1)  # node by node, not a matrix product
+        coef[:, 0] /= 2
+        self._rounding = max(self._rounding, float((_clenshaw_rounding(coef) / values.min(axis=1)).max()))
+        self.coef = np.concatenate([self.coef, coef])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``F(x)`` for a 2-D float64 ``x >= 0`` within the pieces built (:meth:`reach`), within :meth:`error` of it.
+
+        The entries at or below ``exp(Y0)`` take the series, the others the
+        pieces (each entry one or the other).
+        """
+        low = x <= math.exp(self.bottom)
+        if low.all():
+            return self._series_values(x)
+        high = ~low
+        if high.all():
+            return self._interpolate(x)
+        out = np.empty(x.shape)
+        out[low] = self._series_values(x[low])
+        out[high] = self._interpolate(x[high].reshape(-1, 1))[:, 0]
+        return out
+
+    def _interpolate(self, x: np.ndarray) -> np.ndarray:
+        """``F(x)`` through the pieces for a 2-D float64 ``x`` above ``exp(Y0)``."""
+        bottom = np.array([self.bottom])
+        top = np.array([math.exp(self.bottom + self.pieces * self.width)])
+        return log_interpolate(
+            x, self.coef, np.exp(bottom), top, bottom, np.array([self.width]), np.array([self.pieces]),
+            np.zeros(x.shape[0], dtype=np.int64),
+        )
+
+    def error(self) -> float:
+        """``delta``: the relative error of :meth:`__call__` over the pieces built (module docstring)."""
+        grow = math.exp(self.width)
+        top = max(abs(self.bottom), abs(self.bottom + self.pieces * self.width))  # the largest |y| of a piece
+        gamma = min(1.0, self._link_decay * math.exp(self.link * self.h))
+        links = self.pieces // self.lag + 2
+        if gamma < 1.0:
+            links = min(links, 1.0 / (1.0 - gamma))
+        chain = 4 * U + (GAUSS_TOL + (24 + 4 * top) * U) * links
+        rounding = 3 * grow * self._rounding * U + 8 * (top + 1) * U
+        return INTERPOLATION_TOL + 3 * grow * chain + rounding
+
+
+def _clenshaw_rounding(coef: np.ndarray) -> np.ndarray:
+    """A bound on the rounding of Clenshaw's recurrence for each row of Chebyshev coefficients, over ``u`` (``|t| <= 1``).
+
+    The recurrence ``b_k = c_k + 2 t b_{k+1} - b_{k+2}`` rounds each step by
+    at most ``3 u (2 |b_{k+1}| + |b_{k+2}| + |c_k|)``, with ``|b_k| <= B_k =
+    sum_{j>=k} (j - k + 1) |c_j|`` (``|U_m(t)| <= m + 1``), and an error made
+    at step ``k`` reaches the sum times at most ``k + 1``: the bound is ``3
+    sum_k (k + 1) (2 B_{k+1} + B_{k+2} + |c_k|)``.
+    """
+    a = np.abs(coef)
+    n = a.shape[1]
+    big = np.zeros((a.shape[0], n + 2))
+    for k in range(n - 1, -1, -1):
+        big[:, k] = (a[:, k:] * np.arange(1, n - k + 1)).sum(axis=1)
+    steps = 2 * big[:, 1 : n + 1] + big[:, 2 : n + 2] + a
+    return 3 * (steps * np.arange(1, n + 1)).sum(axis=1)

@@ -1,0 +1,167 @@
+"""The settled sum ``F(x) = sum_{i>=1} d1**i / (q**i x + eps)`` (:mod:`sparse_opt._settled_sum`) against exact sums.
+
+The reference adds every term up to where the rest is below ``2**-60`` of
+``F``, each term computed in float64 (within three roundings) and the terms
+added exactly (:func:`math.fsum`): within ``4 u`` of ``F``, far below the
+``1e-13`` or so that :meth:`SettledSum.error` claims. mpmath checks that
+reference itself on a few points. The windows the catch-up takes from ``F``,
+``S_K(x) = F(x) - d1**K F(q**K x)``, are checked the same way, and the
+catch-up through them against the exact recurrence in ``test_catch_up_exact``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparse_opt import _settled_sum
+from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
+from sparse_opt._settled_sum import SettledSum, settled_sum
+
+mpmath = pytest.importorskip("mpmath")
+
+U = 2.0**-53
+
+
+def exact_sum(d1: float, d2: float, eps: float, x: float, steps: int | None = None) -> float:
+    """``sum_{i=1..steps} d1**i / (d2**(i/2) x + eps)`` (every step that counts when ``steps`` is None), within ``4 u``."""
+    if steps is None:
+        # the rest after N steps is below d1**N / ((1 - d1) eps); F is above d1 / (sqrt(d2) x + eps)
+        ratio = (math.sqrt(d2) * x + eps) / ((1.0 - d1) * eps * d1)
+        steps = int((60 * math.log(2.0) + math.log(ratio)) / -math.log(d1)) + 2
+    i = np.arange(1, steps + 1, dtype=np.float64)
+    return math.fsum((np.power(d1, i) / (np.power(d2, i / 2) * x + eps)).tolist())
+
+
+def mp_sum(d1: float, d2: float, eps: float, x: float) -> mpmath.mpf:
+    """The same sum to 40 digits, every term until ``d1**i`` is below ``1e-25`` of the first."""
+    with mpmath.workdps(40):
+        a, q = mpmath.mpf(d1), mpmath.sqrt(mpmath.mpf(d2))
+        total, i = mpmath.mpf(0), 1
+        while True:
+            term = a**i / (q**i * mpmath.mpf(x) + mpmath.mpf(eps))
+            total += term
+            if a**i < mpmath.mpf(10) ** -25:
+                return total
+            i += 1
+
+
+def test_the_reference_is_mpmath_to_a_few_roundings():
+    """The float64-terms, exact-sum reference against 40-digit sums (beta1 0.9 and 0.99, x on both sides of eps)."""
+    for beta1 in (0.9, 0.99):
+        d1, d2, _ = dormant_factors(beta1, 0.999, 1.0, np.dtype(np.float32))
+        for x in (0.0, 1e-10, 3e-8, 1e-3, 10.0):
+            ref = mp_sum(d1, d2, 1e-8, x)
+            assert abs(exact_sum(d1, d2, 1e-8, x) - ref) <= 4 * U * ref, (beta1, x)
+
+
+#: (beta1, beta2, eps) of the tables: the defaults, long memories, beta2 near its least, a large eps.
+CASES = [
+    (0.9, 0.999, 1e-8),
+    (0.999, 0.999, 1e-8),
+    (0.999, 0.9999, 1e-8),
+    (0.9999, 0.999, 1e-8),
+    (0.9999, 0.9999, 1e-12),
+    (0.99, 0.5, 1e-8),
+    (0.5, 0.99, 1e-3),
+]
+
+
+@pytest.mark.parametrize(("beta1", "beta2", "eps"), CASES)
+def test_the_settled_sum_is_every_step_within_its_bound(beta1, beta2, eps):
+    """F at x from far below eps (the series) to far above it (the pieces), and at 0, within SettledSum.error() of the
+    exact sum (measured: at most 5e-15, against bounds of 7e-14 to 2e-12); the bound stays below 2e-12."""
+    d1, d2, _ = dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
+    found = settled_sum(d1, d2, eps)
+    assert found is not None and found.reach(1e4)
+    rng = np.random.default_rng(int(beta1 * 1e4) + int(beta2 * 1e4))
+    x = np.concatenate([[0.0, eps, eps * 2.0**-7, 1e4], np.exp(rng.uniform(math.log(eps * 1e-6), math.log(1e4), 40))])
+    got = found(x.reshape(-1, 1))[:, 0]
+    bound = found.error()
+    assert bound < 2e-12
+    for value, at in zip(got.tolist(), x.tolist()):
+        ref = exact_sum(d1, d2, eps, at)
+        assert abs(value - ref) <= (bound + 4 * U) * ref, (at, abs(value - ref) / ref, bound)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.floats(0.5, 0.9995),  # beta1
+    st.floats(0.3, 0.99995),  # beta2
+    st.floats(-12.0, -3.0),  # log10 eps
+    st.lists(st.floats(-8.0, 14.0), min_size=1, max_size=6),  # log10 (x / eps)
+)
+def test_the_settled_sum_at_any_factors_is_every_step_within_its_bound(beta1, beta2, log_eps, log_x):
+    """As above over drawn factors, eps and x; F is served wherever settled_sum applies (beta2 >= e**-8)."""
+    eps = 10.0**log_eps
+    d1, d2, _ = dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
+    found = settled_sum(d1, d2, eps)
+    x = eps * 10.0 ** np.array(log_x)
+    assert found is not None and found.reach(float(x.max()))
+    got = found(x.reshape(-1, 1))[:, 0]
+    bound = found.error()
+    for value, at in zip(got.tolist(), x.tolist()):
+        ref = exact_sum(d1, d2, eps, at)
+        assert abs(value - ref) <= (bound + 4 * U) * ref, (at, abs(value - ref) / ref, bound)
+
+
+def test_pieces_are_the_same_bits_in_whatever_order_they_are_built():
+    """Pieces built at once, or a few at a time as larger x are asked for: the same coefficients, bit for bit (a
+    catch-up resumed in a fresh process takes the same values)."""
+    d1, d2, _ = dormant_factors(0.999, 0.9999, 1.0, np.dtype(np.float32))
+    at_once, by_steps = SettledSum(d1, d2, 1e-8), SettledSum(d1, d2, 1e-8)
+    at_once.reach(1e3)
+    for x_max in (1e-9, 1e-7, 3e-4, 1e3):
+        by_steps.reach(x_max)
+    assert at_once.pieces == by_steps.pieces
+    assert at_once.coef.tobytes() == by_steps.coef.tobytes()
+    assert at_once.error() == by_steps.error()
+
+
+def test_what_the_settled_sum_does_not_serve_is_declined():
+    """No settled sum for d1 or d2 outside (0, 1), beta2 below e**-8, eps that is 0, infinite or so small that F(0)
+    exceeds 2**1000; no pieces beyond MAX_PIECES or to an infinite x."""
+    d1, d2, _ = dormant_factors(0.999, 0.999, 1.0, np.dtype(np.float32))
+    assert settled_sum(1.0, d2, 1e-8) is None and settled_sum(0.0, d2, 1e-8) is None
+    assert settled_sum(d1, 1.0, 1e-8) is None and settled_sum(d1, 1e-4, 1e-8) is None
+    assert settled_sum(d1, d2, 0.0) is None and settled_sum(d1, d2, math.inf) is None
+    assert settled_sum(d1, d2, 1e-300) is None
+    found = settled_sum(d1, d2, 1e-8)
+    assert found is not None and not found.reach(math.inf)
+    assert not found.reach(math.exp(found.bottom + (_settled_sum.MAX_PIECES + 2) * found.width))
+    assert found.reach(0.0)
+
+
+@pytest.mark.parametrize(("beta1", "beta2", "scale"), [(0.999, 0.999, 1.0), (0.9999, 0.999, 1e-6), (0.9, 0.9999, 1e-3)])
+def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2, scale, monkeypatch):
+    """AdamCoasting._settled_sums for windows of 0 to 10**5 settled steps. Those it takes from F, and those of 16 steps
+    or fewer it sums step by step, are within a float32 rounding (the sums are returned in the dtype) plus an eighth
+    of the catch-up's tolerance of the exact S_K at every entry; the windows the bound refuses that are longer go
+    to the prefix sums or the blocks (their sums are checked through the catch-up, QUADRATURE_BOUND_EPS = 4 float32
+    epsilons of the parameter's scale in test_catch_up_exact, and here within that). F takes most windows."""
+    refused = []
+    for name in ("_prefix_sums", "_sum_rows"):
+        original = getattr(AdamCoasting, name)
+        monkeypatch.setattr(AdamCoasting, name, lambda self, *a, _o=original, **kw: refused.append(a[3]) or _o(self, *a, **kw))
+    coasting = AdamCoasting(1e-3, beta1, beta2, 1e-8, 0.0, np.float32)
+    rng = np.random.default_rng(3)
+    k = np.unique(np.concatenate([[0, 1, 2, 3, 5, 8, 16, 17, 40], rng.integers(1, 10**5, 120)]))
+    s = 10**6 - k
+    x = (scale * 10.0 ** rng.uniform(-2.0, 0.5, (k.size, 8))).astype(np.float32)
+    acc, const = coasting._settled_sums(x, np.arange(k.size), s, k, x.min(axis=1), x.max(axis=1))
+    others = set(np.concatenate(refused).tolist()) if refused else set()
+    assert len(others) < k.size / 4
+    d1, d2 = coasting.decay1, coasting.decay2
+    for r in range(k.size):
+        allowed = 4 * 2.0**-23 if int(k[r]) in others else 2.0**-24 + coasting.tol / 8
+        for col in (0, 5):
+            ref = exact_sum(d1, d2, 1e-8, float(x[r, col]), int(k[r])) if k[r] else 0.0
+            got = float(acc[r, col]) + const[r] / 1e-8
+            assert abs(got - ref) <= allowed * ref, (int(k[r]), abs(got - ref) / max(ref, 1e-300))
+    assert np.array_equal(acc[k == 0], np.zeros((1, 8), dtype=np.float32))
+    settled = _settled_sum.settled_sum(d1, d2, 1e-8)
+    assert settled is not None and settled.error() < 2e-12
