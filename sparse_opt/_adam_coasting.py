@@ -934,46 +934,61 @@ class AdamCoasting:
         """:meth:`_sum_rows` late in training through the settled sum ``F``; None where it does not apply.
 
         Once both bias corrections are 1 (``s >= exact_one`` for every window
-        with steps), at a constant rate without decay (``c = 1``), a window of
-        ``K`` steps sums ``S_K(x) = F(x) - d1**K F(q**K x)`` with one function
-        ``F`` of ``x`` for every window (:mod:`sparse_opt._settled_sum`, tabulated
-        once for the process): an entry costs one evaluation of ``F``, and a
-        second where ``d1**K F(0)`` exceeds ``2**-60`` of its window's least
-        ``F``. With ``delta`` the error of ``F``, a window is taken where
-        ``(delta + 2 u) (F(x) + d1**K F(q**K x)) <= (tol / 8) S_K`` for every
-        entry; the others (the shortest windows, where ``S_K`` is a small part
-        of ``F``) are summed as before (:meth:`_prefix_sums` or
-        :meth:`_sum_rows`). Requires a dtype whose tolerance allows it (not
-        float64: ``delta`` is about ``1e-13``) and ``F(0)`` within its range.
+        with steps), at a constant rate, a window of ``K`` steps (its whole
+        gap) sums ``c**K S_K(x)``, ``S_K(x) = F(x) - r**K F(q**K x)`` with ``r
+        = d1 / c < 1`` and one function ``F`` of ``x`` for every window
+        (:mod:`sparse_opt._settled_sum`, tabulated once for the process): an
+        entry costs one evaluation of ``F``, and a second where ``d1**K F(0)``
+        exceeds ``2**-60`` of ``c**K`` times its window's least ``F``. ``r``
+        is ``d1 / c`` rounded (exact when ``c = 1``): raised to the ``i``-th
+        power it errs by ``i u / 2``, below ``N u / 2`` of ``F`` with ``N``
+        the steps that count (``log(2**60 (1 + q x_max / eps) / (1 - r)) /
+        -log r``). With ``delta`` the error of ``F`` and of those roundings,
+        a window is taken where ``(delta + 2 u) (c**K F(x) + d1**K F(q**K x))
+        <= (tol / 8) c**K S_K`` for every entry; the others (the shortest
+        windows, where ``S_K`` is a small part of ``F``) are summed as before
+        (step by step, :meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a
+        dtype whose tolerance allows it (not float64: ``delta`` is about
+        ``1e-13``), ``F(0)`` within its range and ``c**K`` above
+        ``exp(-MAX_SCALE_LOG)``.
         """
         live = k > 0
         if (
             self.rate.constant is None
-            or self.c != 1.0
+            or self.reverse
+            or not self.c > 0.0
             or self.tol < SETTLED_TOL
             or not live.any()
             or int(s[live].min()) < self.exact_one
+            or (self.c < 1.0 and float(k.max()) * -math.log(self.c) > MAX_SCALE_LOG)
         ):
             return None
-        settled = settled_sum(self.decay1, self.decay2, self.eps)
+        ratio = self.decay1 / self.c
+        settled = settled_sum(ratio, self.decay2, self.eps)
         if settled is None or settled.ceiling >= float(np.finfo(self.dtype).max) / 4:
             return None
-        if not settled.reach(float(x_max[live].max())):
+        x_hi = float(x_max[live].max())
+        if not settled.reach(x_hi):
             return None
         wide = x.astype(np.float64)
-        acc = settled(wide)  # F(x): the whole sum where d1**K F(q**K x) is below 2**-60 of it
+        k_f = k.astype(np.float64)
+        scale = np.power(self.c, k_f)  # c**K: 1 without decay
+        acc = settled(wide) * scale[row_class, None]  # the whole sum where d1**K F(q**K x) is below 2**-60 of it
         spread = acc.copy()
-        powers = np.power(self.decay1, k.astype(np.float64))
+        powers = np.power(self.decay1, k_f)  # c**K r**K
         least = settled(x_max[:, None].astype(np.float64))[:, 0]
-        far = live & (powers * settled.ceiling > 2.0**-60 * least)
+        far = live & (powers * settled.ceiling > 2.0**-60 * scale * least)
         rows = np.flatnonzero(far[row_class])
         if rows.size:
-            shift = np.power(self.decay2, k.astype(np.float64) / 2)[row_class[rows], None]
+            shift = np.power(self.decay2, k_f / 2)[row_class[rows], None]
             later = settled(wide[rows] * shift) * powers[row_class[rows], None]
             acc[rows] -= later
             spread[rows] += later
         acc[~live[row_class]] = 0.0  # windows of no steps
-        delta = settled.error() + 2.0 * U64
+        delta = settled.error() + 4.0 * U64  # and the shift q**K x, the scale c**K
+        if self.c != 1.0:  # r rounded, raised to the powers that count
+            steps = (60 * math.log(2.0) + math.log1p(math.sqrt(self.decay2) * x_hi / self.eps) - math.log1p(-ratio)) / -math.log(ratio)
+            delta += (steps + 1) * U64 / 2
         wrong = ~((delta + U64) * spread <= (self.tol / 8) * acc) & live[row_class, None]
         out = acc.astype(self.dtype)
         const = np.zeros(row_class.size)
@@ -990,10 +1005,11 @@ class AdamCoasting:
         return out, const
 
     def _short_sums(self, x: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """``sum_{i=1..k} d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled windows of ``k`` steps, one by one."""
+        """``sum_{i=1..k} c**(k-i) d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled gaps of ``k`` steps, one by one."""
         acc = np.zeros(x.shape)
         for i in range(1, int(k.max()) + 1):
-            acc += np.where((k >= i)[:, None], self.decay1**i / (self.decay2 ** (i / 2) * x + self.eps), 0.0)
+            weight = np.where(k >= i, self.c ** np.maximum(k - i, 0).astype(np.float64) * self.decay1**i, 0.0)
+            acc += weight[:, None] / (self.decay2 ** (i / 2) * x + self.eps)
         return acc
 
     def _prefix_sums(
