@@ -138,19 +138,22 @@ so the sequences are summed to ``tol / 16`` and the windows' cancellation is
 held below ``MAX_CANCELLATION`` (it is ``1 + O(omega K)``: about 2 at most
 half-way down a cosine of two million steps).
 
-*Late in training without decay: one function for every window.* At a
-constant rate with ``c = 1`` the steps after a window's ``K``-th are ``beta1**K``
-times its first steps seen at ``beta2**(K/2) x``, so with ``F(x)`` the sum of
-*all* the settled steps, ``S_K(x) = F(x) - beta1**K F(beta2**(K/2) x)``, and
-``F`` is one function of ``x`` for the process (:mod:`sparse_opt._settled_sum`:
-pieces in ``log x`` built once, within about ``1e-13``).
-:meth:`AdamCoasting._settled_sums` takes each window this way where that
-error stays within the catch-up's tolerance of ``S_K`` (every window but the
-shortest, whose ``S_K`` is a small part of ``F``: those of ``SHORT_WINDOW``
-steps or fewer are summed step by step, longer ones by the prefix sums). A
-training step late in training then costs one or two evaluations of ``F`` per
-entry and nothing per window (4x to 5x a ``DORMANCY_DECAY`` step instead of 7x
-to 10x for beta1 >= 0.999, RESULTS.md).
+*Late in training at a constant rate: one function for every window.* Once
+the bias corrections are 1, the steps after a window's ``K``-th are ``r**K``
+times its first steps seen at ``beta2**(K/2) x`` (``r = beta1 / c``), so with
+``F(x)`` the sum of *all* the settled steps of ``r``, a window of a whole gap
+of ``K`` steps is ``c**K (F(x) - r**K F(beta2**(K/2) x))``, and ``F`` is one
+function of ``x`` for the process (:mod:`sparse_opt._settled_sum`: pieces in
+``log x`` built once, within about ``1e-13``). :meth:`AdamCoasting._settled_sums`
+takes each window this way where that error stays within the catch-up's
+tolerance of its sum (every window but the shortest, whose sum is a small part
+of ``F``: those of ``SHORT_WINDOW`` steps or fewer are summed step by step,
+longer ones by the prefix sums). A training step late in training then costs
+one or two evaluations of ``F`` per entry and nothing per window (4.3x to 5x a
+``DORMANCY_DECAY`` step instead of 7x to 10x with beta1 = 0.999, and with
+beta1 = beta2 = 0.9999; RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms
+rise along a window until ``b x`` nears ``eps``, the windows shorter than that
+are a small part of ``F``, and most of them are still summed as before.
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =

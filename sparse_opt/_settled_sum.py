@@ -93,9 +93,9 @@ import numpy as np
 from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import log_interpolate, piece_terms
 
-#: Widest piece in ``log x`` (and ``h = -log sqrt(d2)`` at most that: ``d2 >= e**-1``).
+#: Widest piece in ``log x`` (a link's shift ``M h`` is cut into ``lag`` pieces of at most this).
 PIECE_WIDTH = 2.0**-4
-#: Widest shift ``M h`` of a link (``lag`` pieces).
+#: Widest shift ``M h`` of a link (and ``h = -log sqrt(d2)`` at most that: ``d2 >= e**-8``).
 LINK_WIDTH = 4.0
 #: Most ``M (l + h)`` a link may span: how much its terms may fall, ``e**-LINK_DECAY`` at most.
 LINK_DECAY = 8.0
@@ -120,7 +120,7 @@ _SUMS: dict[tuple[float, float, float], SettledSum] = {}
 def settled_sum(d1: float, d2: float, eps: float) -> SettledSum | None:
     """The process's :class:`SettledSum` of the dormant factors ``d1``, ``d2`` and ``eps``; None where it does not apply.
 
-    It applies for ``0 < d1 < 1``, ``e**(-2 PIECE_WIDTH) <= d2 < 1`` and a
+    It applies for ``0 < d1 < 1``, ``e**(-2 LINK_WIDTH) <= d2 < 1`` and a
     finite ``eps > 0`` whose ``F(0) = d1 / ((1 - d1) eps)`` is below
     ``2**1000``.
     """
@@ -142,7 +142,7 @@ class SettledSum:
     Parameters
     ----------
     d1, d2 : float
-        The dormant factors of ``m`` and ``v`` (``0 < d1 < 1``, ``e**-1 <= d2 < 1``).
+        The dormant factors of ``m`` and ``v`` (``0 < d1 < 1``, ``e**-8 <= d2 < 1``).
     eps : float
         Adam's ``eps`` (``> 0``).
     """
@@ -177,7 +177,7 @@ class SettledSum:
 
     @property
     def pieces(self) -> int:
-        """The pieces built so far (``F`` is known for ``x`` up to ``exp(Y0 + pieces W)``)."""
+        """The pieces built so far (``F`` is known for ``x`` up to ``exp(Y0 + pieces width)``)."""
         return self.coef.shape[0]
 
     def _link_rule(self, p: int) -> tuple[np.ndarray, np.ndarray]:
