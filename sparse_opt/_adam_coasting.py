@@ -152,8 +152,10 @@ longer ones by the prefix sums). A training step late in training then costs
 one or two evaluations of ``F`` per entry and nothing per window (4.3x to 5x a
 ``DORMANCY_DECAY`` step instead of 7x to 10x with beta1 = 0.999, and with
 beta1 = beta2 = 0.9999; RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms
-rise along a window until ``b x`` nears ``eps``, the windows shorter than that
-are a small part of ``F``, and most of them are still summed as before.
+rise along a window until ``b x`` nears ``eps``, and the windows shorter than
+that are a small part of ``F``: those are the sum of the steps *before* them,
+``G``, which converges there and is a settled sum of the same kind, in ``1 /
+x`` (:meth:`AdamCoasting._sums_before`).
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
@@ -298,7 +300,7 @@ from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._rates import RATE_MEMO, LearningRate
 from sparse_opt._settled_sum import U as U64
-from sparse_opt._settled_sum import settled_sum
+from sparse_opt._settled_sum import ratio_rounding, settled_sum
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -810,7 +812,7 @@ class AdamCoasting:
         steps, without masks. Returns an ``(R, C)`` array in the dtype, 0 where
         not wanted.
         """
-        rows = None  # every row, or the rows with a wanted entry
+        rows, whole = None, True  # every row, or the rows with a wanted entry
         if extremes is None and wanted.all():
             extremes = _row_extremes(x, x)
         if extremes is not None:
@@ -828,6 +830,10 @@ class AdamCoasting:
         np.minimum.at(x_least, row_class, x_low)
         gaps = np.zeros(len(classes), dtype=np.int64)
         gaps[row_class] = gap[:, 0] if rows is None else gap[rows, 0]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            settled = self._settled_sums(x, row_class, classes, gaps, x_least, x_class)  # late in training
+        if settled is not None:
+            return self._coasting(m, rows, whole, wanted, *settled)
         latest = int(classes[gaps > 0].max())  # the latest last step of a row that is dormant
         head = np.maximum(latest - classes, 0)  # steps before it (0 for the rows touched on the step before)
         tail = int(gaps[np.searchsorted(classes, latest)])  # the steps every dormant row is dormant for
@@ -867,9 +873,25 @@ class AdamCoasting:
                 acc += acc_s * later.astype(self.dtype)[:, None]
                 const = tail_decay * const + later * const_s
             else:
-                shared = self._settled_sums(x, row_class, classes, gaps, x_least, x_class)
-                shared = shared or self._prefix_sums(x, row_class, classes, gaps, x_least, x_class)
+                shared = self._prefix_sums(x, row_class, classes, gaps, x_least, x_class)
                 acc, const = shared or self._sum_rows(x, row_class, classes, gaps, x_least, x_class, windows)
+        return self._coasting(m, rows, whole, wanted, acc, const)
+
+    def _coasting(
+        self,
+        m: np.ndarray,
+        rows: np.ndarray | None,
+        whole: bool,
+        wanted: np.ndarray,
+        acc: np.ndarray,
+        const: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`_direct`'s result from the sums ``acc`` (the dtype, per entry of ``rows``) and ``const`` (per row).
+
+        ``lr m (acc + const / eps)`` where wanted, 0 elsewhere, in the dtype
+        and shaped like ``m`` (``rows`` None: every row).
+        """
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
             m_rows = m if rows is None else m[rows]
             lr = self.lr if self.rate.constant is not None else 1.0  # a schedule's rates are in the weights
             coast = m_rows * self.dtype.type(lr)
@@ -943,14 +965,15 @@ class AdamCoasting:
         (:mod:`sparse_opt._settled_sum`, tabulated once for the process): an
         entry costs one evaluation of ``F``, and a second where ``d1**K F(0)``
         exceeds ``2**-60`` of ``c**K`` times its window's least ``F``. ``r``
-        is ``d1 / c`` rounded (exact when ``c = 1``): raised to the ``i``-th
-        power it errs by ``i u / 2``, below ``N u / 2`` of ``F`` with ``N``
-        the steps that count (``log(2**60 (1 + q x_max / eps) / (1 - r)) /
-        -log r``). With ``delta`` the error of ``F`` and of those roundings,
-        a window is taken where ``(delta + 2 u) (c**K F(x) + d1**K F(q**K x))
-        <= (tol / 8) c**K S_K`` for every entry; the others (the shortest
-        windows, where ``S_K`` is a small part of ``F``) are summed as before
-        (step by step, :meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a
+        is ``d1 / c`` rounded, its exact rounding carried (none when ``c =
+        1``). With ``delta`` the error of ``F`` (and ``4 u`` for ``q**K x`` and
+        ``c**K``), a window is taken where ``(delta + u) (c**K F(x) + d1**K
+        F(q**K x)) <= (tol / 8) c**K S_K`` for every entry. The others, where
+        ``S_K`` is a small part of ``F``: the windows of more than
+        ``SHORT_WINDOW`` steps from the steps before them where the terms rise
+        (:meth:`_sums_before`), then those of ``SHORT_WINDOW`` steps or fewer
+        step by step, and the rest as before (:meth:`_prefix_sums` or
+        :meth:`_sum_rows`). Requires a
         dtype whose tolerance allows it (not float64: ``delta`` is about
         ``1e-13``), ``F(0)`` within its range and ``c**K`` above
         ``exp(-MAX_SCALE_LOG)``.
@@ -967,7 +990,9 @@ class AdamCoasting:
         ):
             return None
         ratio = self.decay1 / self.c
-        settled = settled_sum(ratio, self.decay2, self.eps)
+        (a1, b1), (ac, bc) = self.decay1.as_integer_ratio(), self.c.as_integer_ratio()
+        rounding = ratio_rounding(ratio, a1 * bc, b1 * ac)  # 0 without decay
+        settled = settled_sum(ratio, self.decay2, self.eps, rounding)
         if settled is None or settled.ceiling >= float(np.finfo(self.dtype).max) / 4:
             return None
         x_hi = float(x_max[live].max())
@@ -989,13 +1014,19 @@ class AdamCoasting:
             spread[rows] += later
         acc[~live[row_class]] = 0.0  # windows of no steps
         delta = settled.error() + 4.0 * U64  # and the shift q**K x, the scale c**K
-        if self.c != 1.0:  # r rounded, raised to the powers that count
-            steps = (60 * math.log(2.0) + math.log1p(math.sqrt(self.decay2) * x_hi / self.eps) - math.log1p(-ratio)) / -math.log(ratio)
-            delta += (steps + 1) * U64 / 2
         wrong = ~((delta + U64) * spread <= (self.tol / 8) * acc) & live[row_class, None]
         out = acc.astype(self.dtype)
         const = np.zeros(row_class.size)
         bad = np.bincount(row_class, weights=wrong.sum(axis=1), minlength=s.size) > 0
+        tried = bad & (k > SHORT_WINDOW)
+        again = np.flatnonzero(tried[row_class])
+        before = self._sums_before(wide[again], k[row_class[again]]) if again.size else None
+        if before is not None:  # terms that rise along the window: from the steps before it
+            values, within = before
+            fine = tried & (np.bincount(row_class[again], weights=~within.all(axis=1), minlength=s.size) == 0)
+            taken = fine[row_class[again]]
+            out[again[taken]] = values[taken].astype(self.dtype)
+            bad &= ~fine
         short = np.flatnonzero((bad & (k <= SHORT_WINDOW))[row_class])
         if short.size:  # step by step
             out[short] = self._short_sums(wide[short], k[row_class[short]]).astype(self.dtype)
@@ -1006,6 +1037,49 @@ class AdamCoasting:
             args = (x[rows], np.searchsorted(windows, row_class[rows]), s[windows], k[windows], x_min[windows], x_max[windows])
             out[rows], const[rows] = self._prefix_sums(*args) or self._sum_rows(*args)
         return out, const
+
+    def _sums_before(self, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Settled gaps of ``k`` steps (rows ``x``, float64) from the steps *before* them: ``(sums, within tolerance)``.
+
+        Where the terms rise along a window (``r > q``: ``(r / q)**i / x``
+        while ``q**i x`` is far above ``eps``), the short windows are a small
+        part of ``F`` and :meth:`_settled_sums` refuses them. The steps ``i <=
+        0`` continue the window backwards and their sum converges, ``G(x) =
+        sum_{j>=0} r**-j / (q**-j x + eps)``, so ``c**K S_K = d1**K G(q**K x) -
+        c**K G(x)``. ``G`` is a settled sum too: ``G(x) = 1 / (x + eps) +
+        F'(1 / x) / (x eps)`` with ``F'`` that of ``q / r`` (its rounding
+        carried, ``sqrt(d2)`` to 256 bits), ``d2`` and ``1 / eps``, each of its
+        terms ``(q / r)**j / (q**j / x + 1 / eps)`` times ``1 / (x eps)`` being
+        ``r**-j / (q**-j x + eps)``. ``G`` errs by ``F'``'s ``delta`` plus ``8
+        u`` (``1 / x`` and ``1 / eps`` rounded, the divisions, the sum, the
+        shift ``q**K x``); a window is taken as in :meth:`_settled_sums`. None
+        where the terms do not rise, or an ``x`` or ``q**K x`` is 0 or beyond
+        ``F'``'s pieces.
+        """
+        q, ratio = math.sqrt(self.decay2), self.decay1 / self.c
+        factor = q / ratio
+        if not factor < 1.0:
+            return None
+        (a1, b1), (ac, bc), (a2, b2) = (v.as_integer_ratio() for v in (self.decay1, self.c, self.decay2))
+        bits = 256
+        root_num, root_den = math.isqrt((a2 * b2) << (2 * bits)), b2 << bits  # sqrt(d2)
+        rounding = ratio_rounding(factor, root_num * ac * b1, root_den * bc * a1)
+        found = settled_sum(factor, self.decay2, 1.0 / self.eps, rounding)
+        shifted = x * np.power(self.decay2, k.astype(np.float64) / 2)[:, None]
+        if found is None or not (shifted > 0).all():
+            return None
+        with np.errstate(over="ignore"):
+            if not found.reach(float(1.0 / shifted.min())):
+                return None
+
+        def before(z: np.ndarray) -> np.ndarray:
+            return 1.0 / (z + self.eps) + found(1.0 / z) / (z * self.eps)
+
+        first = before(x) * np.power(self.c, k.astype(np.float64))[:, None]
+        last = before(shifted) * np.power(self.decay1, k.astype(np.float64))[:, None]
+        sums = last - first
+        delta = found.error() + 8.0 * U64
+        return sums, (delta + U64) * (last + first) <= (self.tol / 8) * sums
 
     def _short_sums(self, x: np.ndarray, k: np.ndarray) -> np.ndarray:
         """``sum_{i=1..k} c**(k-i) d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled gaps of ``k`` steps, one by one."""

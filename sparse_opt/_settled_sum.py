@@ -63,12 +63,16 @@ weights, the terms' powers and exponentials, the sums; ``Y`` the largest
 <= 1``). So after ``J`` pieces ``e_J <= 4 u + LINK_ERROR min(J / lag + 2, 1 /
 (1 - gamma))``. The interpolant of degree ``n - 1`` (``piece_terms``, below
 ``INTERPOLATION_TOL``) raises the nodes' errors by its Lebesgue constant
-(below 3) times ``e**w`` (``F`` varies by at most that on a piece);
-Clenshaw's recurrence adds at most ``kappa u`` of the piece's least value,
-``kappa`` computed from each piece's coefficients (:func:`_clenshaw_rounding`),
-times ``3 e**w`` for the value at the nodes against the least on the piece
-(and the nodes' Lebesgue factor); and ``y = log x`` is placed within ``8 (Y +
-1) u``, so::
+(below 3) times ``e**w`` (``F`` varies by at most that on a piece); its
+coefficients in powers of ``u`` (:func:`~sparse_opt._log_chebyshev.log_coefficients`)
+and Horner's rule add at most ``kappa u`` of the piece's least value at the
+nodes, ``kappa = (n + 2) (sum_{q,j} |f_q C_qj| + sum_{j,k} |c_j T_jk|) + 2 n
+sum_k |a_k|`` computed from each piece (``f_q`` the values, ``C`` them to
+Chebyshev coefficients ``c_j``, ``T`` those to the powers' ``a_k``; Higham,
+*Accuracy and Stability of Numerical Algorithms*, 2002, eq. 5.3, for Horner's
+rule), times ``3 e**w`` for the least at the nodes against the least on the
+piece; and ``y =
+log x`` is placed within ``8 (Y + 1) u``, so::
 
     delta = INTERPOLATION_TOL + 3 e**w e_J + 3 e**w kappa u + 8 (Y + 1) u
 
@@ -77,6 +81,12 @@ a window errs by at most ``delta (F(x) + d1**K F(q**K x))``: the catch-up
 takes it where that is within its tolerance of ``S_K`` (all but the shortest
 windows, where ``S_K`` is a small part of ``F``) and sums the others as
 before.
+
+A factor that is not a float64 (``d1 / c`` under weight decay, and ``sqrt(d2) c /
+d1`` for the sum of the steps before a window, :meth:`AdamCoasting._sums_before
+<sparse_opt._adam_coasting.AdamCoasting._sums_before>`) comes with its relative
+rounding (:func:`ratio_rounding`, exact), which its powers carry: ``d1**e
+exp(e rounding)``, so that raising it does not multiply its rounding.
 
 Pieces are built on demand, at most ``MAX_PIECES``, each from the one below by
 the same arithmetic, value by value: what a piece holds does not depend on
@@ -91,7 +101,7 @@ import math
 import numpy as np
 
 from sparse_opt._discrete_gauss import rules as gauss_rules
-from sparse_opt._log_chebyshev import log_interpolate, piece_terms
+from sparse_opt._log_chebyshev import chebyshev_matrix, log_interpolate, piece_terms, power_matrix
 
 #: Widest piece in ``log x`` (a link's shift ``M h`` is cut into ``lag`` pieces of at most this).
 PIECE_WIDTH = 2.0**-4
@@ -114,26 +124,32 @@ LINK_SIGMAS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 #: A float64 rounding.
 U = 2.0**-53
 
-_SUMS: dict[tuple[float, float, float], SettledSum] = {}
+_SUMS: dict[tuple[float, float, float, float], SettledSum] = {}
 
 
-def settled_sum(d1: float, d2: float, eps: float) -> SettledSum | None:
-    """The process's :class:`SettledSum` of the dormant factors ``d1``, ``d2`` and ``eps``; None where it does not apply.
+def settled_sum(d1: float, d2: float, eps: float, rounding: float = 0.0) -> SettledSum | None:
+    """The process's :class:`SettledSum` of the factors ``d1 (1 + rounding)``, ``d2`` and ``eps``; None where it does not apply.
 
-    It applies for ``0 < d1 < 1``, ``e**(-2 LINK_WIDTH) <= d2 < 1`` and a
-    finite ``eps > 0`` whose ``F(0) = d1 / ((1 - d1) eps)`` is below
-    ``2**1000``.
+    It applies for ``0 < d1 < 1``, ``e**(-2 LINK_WIDTH) <= d2 < 1``, ``|rounding|
+    <= 2**-52`` and a finite ``eps > 0`` whose ``F(0) = d1 / ((1 - d1) eps)``
+    is below ``2**1000``.
     """
     if not (0.0 < d1 < 1.0 and math.exp(-2.0 * LINK_WIDTH) <= d2 < 1.0 and 0.0 < eps < math.inf):
         return None
-    if math.log(d1) - math.log1p(-d1) - math.log(eps) > 1000.0 * math.log(2.0):
+    if abs(rounding) > 2.0**-52 or math.log(d1) - math.log1p(-d1) - math.log(eps) > 1000.0 * math.log(2.0):
         return None
-    key = (d1, d2, eps)
+    key = (d1, d2, eps, rounding)
     if key not in _SUMS:
         if len(_SUMS) >= KEPT_SUMS:
             del _SUMS[next(iter(_SUMS))]
-        _SUMS[key] = SettledSum(d1, d2, eps)
+        _SUMS[key] = SettledSum(d1, d2, eps, rounding)
     return _SUMS[key]
+
+
+def ratio_rounding(value: float, numerator: int, denominator: int) -> float:
+    """``(n / d - value) / value``: the relative rounding of the float64 ``value`` of the exact ratio of two integers."""
+    a, b = value.as_integer_ratio()
+    return (numerator * b - a * denominator) / (a * denominator)
 
 
 class SettledSum:
@@ -145,12 +161,17 @@ class SettledSum:
         The dormant factors of ``m`` and ``v`` (``0 < d1 < 1``, ``e**-8 <= d2 < 1``).
     eps : float
         Adam's ``eps`` (``> 0``).
+    rounding : float
+        ``d1``'s relative rounding where the factor is not a float64 (``d1 / c``):
+        the sum is that of ``d1 (1 + rounding)``, whose powers are ``d1**e exp(e
+        rounding)`` (``e rounding`` grows with ``e``, ``d1**e`` alone would err by
+        it).
     """
 
-    def __init__(self, d1: float, d2: float, eps: float) -> None:
-        self.d1, self.d2, self.eps = d1, d2, eps
+    def __init__(self, d1: float, d2: float, eps: float, rounding: float = 0.0) -> None:
+        self.d1, self.d2, self.eps, self.rounding = d1, d2, eps, rounding
         self.h = -0.5 * math.log(d2)
-        self.l = -math.log(d1)
+        self.l = -(math.log(d1) + math.log1p(rounding))
         p = max(0, math.floor(math.log2(min(LINK_WIDTH / self.h, LINK_DECAY / (self.l + self.h)))))
         #: The link ``M`` and its shift in ``log x``, ``M h``, which ``lag`` pieces of ``width`` make up.
         self.link = 1 << p
@@ -160,20 +181,20 @@ class SettledSum:
         self.n = int(piece_terms(np.array([self.width / 2]), np.array([np.inf]), 8.0 * INTERPOLATION_TOL)[0])
         theta = np.pi * (np.arange(self.n) + 0.5) / self.n
         self._offsets = self.width / 2 * (1.0 + np.cos(theta))  # a piece's nodes in y, from its start
-        self._cosines = np.cos(np.outer(theta, np.arange(self.n))) * (2.0 / self.n)
+        self._chebyshev, self._power = chebyshev_matrix(self.n), power_matrix(self.n)
         e = -self.l - self.h * np.arange(SERIES_TERMS)  # log(d1 q**n)
         self._series = np.exp(e) / -np.expm1(e)
         #: ``F(0) = d1 / ((1 - d1) eps)``, the largest value of ``F``.
         self.ceiling = float(self._series[0]) / eps
         t, w = self._link_rule(p)
-        self._numerators = w * np.power(d1, 1.0 + t)  # the rule's weights times d1**(1+t)
+        self._numerators = w * np.power(d1, 1.0 + t) * np.exp((1.0 + t) * rounding)  # the weights times d1**(1+t)
         self._exponents = -(1.0 + t) * self.h  # log q**(1+t)
-        self._link_decay = math.pow(d1, self.link)
+        self._link_decay = math.pow(d1, self.link) * math.exp(self.link * rounding)
         self.coef = np.zeros((0, self.n))
         # pieces -lag .. -1 at their nodes, by the series: the values (2) takes from `lag` pieces below
         below = self.bottom + np.arange(-self.lag, 0)[:, None] * self.width + self._offsets[None, :]
         self._below = self._series_values(np.exp(below))
-        self._rounding = 0.0  # Clenshaw's rounding over a piece's least value, the largest so far (error)
+        self._rounding = 0.0  # the evaluation's rounding over a piece's least value, the largest so far (error)
 
     @property
     def pieces(self) -> int:
@@ -229,9 +250,17 @@ class SettledSum:
             values[r + self.lag] = link_sums[r] + self._link_decay * values[r]
         self._below = values[-self.lag :]
         values = values[self.lag :]
-        coef = (values[:, :, None] * self._cosines[None, :, :]).sum(axis=1)  # node by node, not a matrix product
-        coef[:, 0] /= 2
-        self._rounding = max(self._rounding, float((_clenshaw_rounding(coef) / values.min(axis=1)).max()))
+        # the interpolants in powers of u through their Chebyshev coefficients (log_coefficients), term by
+        # term: not a matrix product, whose bits could depend on the other pieces of the batch
+        by_node = values[:, :, None] * self._chebyshev[None, :, :]
+        chebyshev = by_node.sum(axis=1)
+        by_degree = chebyshev[:, :, None] * self._power[None, :, :]
+        coef = by_degree.sum(axis=1)
+        # each sum of n products errs by (n + 2) u of its terms' sum of magnitudes, and a Chebyshev coefficient's
+        # error moves the value by as much (|T_j| <= 1); Horner's rule errs by 2 n u sum |a_k| (|u| <= 1)
+        magnitudes = np.abs(by_node).sum(axis=(1, 2)) + np.abs(by_degree).sum(axis=(1, 2))
+        rounding = (self.n + 2) * magnitudes + 2 * self.n * np.abs(coef).sum(axis=1)
+        self._rounding = max(self._rounding, float((rounding / values.min(axis=1)).max()))
         self.coef = np.concatenate([self.coef, coef])
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -272,20 +301,3 @@ class SettledSum:
         rounding = 3 * grow * self._rounding * U + 8 * (top + 1) * U
         return INTERPOLATION_TOL + 3 * grow * chain + rounding
 
-
-def _clenshaw_rounding(coef: np.ndarray) -> np.ndarray:
-    """A bound on the rounding of Clenshaw's recurrence for each row of Chebyshev coefficients, over ``u`` (``|t| <= 1``).
-
-    The recurrence ``b_k = c_k + 2 t b_{k+1} - b_{k+2}`` rounds each step by
-    at most ``3 u (2 |b_{k+1}| + |b_{k+2}| + |c_k|)``, with ``|b_k| <= B_k =
-    sum_{j>=k} (j - k + 1) |c_j|`` (``|U_m(t)| <= m + 1``), and an error made
-    at step ``k`` reaches the sum times at most ``k + 1``: the bound is ``3
-    sum_k (k + 1) (2 B_{k+1} + B_{k+2} + |c_k|)``.
-    """
-    a = np.abs(coef)
-    n = a.shape[1]
-    big = np.zeros((a.shape[0], n + 2))
-    for k in range(n - 1, -1, -1):
-        big[:, k] = (a[:, k:] * np.arange(1, n - k + 1)).sum(axis=1)
-    steps = 2 * big[:, 1 : n + 1] + big[:, 2 : n + 2] + a
-    return 3 * (steps * np.arange(1, n + 1)).sum(axis=1)

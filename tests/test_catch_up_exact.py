@@ -1204,9 +1204,10 @@ def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, wi
 
 
 def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``log_interpolate`` evaluates, at each entry, the Chebyshev series of its row's piece of ``log x``: checked
-    against numpy's ``chebval`` entry by entry, and bit for bit the same in batches of 64 entries (rows split), with
-    one range for all rows or one a row."""
+    """``log_interpolate`` evaluates, at each entry, the polynomial in u of its row's piece of ``log x``: checked
+    against numpy's ``polyval`` entry by entry, and bit for bit the same in batches of 64 entries (rows split), with
+    one range for all rows or one a row; ``log_coefficients`` gives the interpolant through its nodes (checked
+    against numpy's ``chebinterpolate`` of the same function, at 101 points)."""
     rng = np.random.default_rng(5)
     rows, cols, pieces, n = 300, 7, 5, 9
     x = np.exp(rng.uniform(-3.0, 3.0, (rows, cols)))
@@ -1220,7 +1221,7 @@ def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(
     piece = np.clip(np.floor(y + 2.5), 0, pieces - 1)
     u = np.clip(2.0 * (y + 2.5 - piece) - 1.0, -1.0, 1.0)
     expected = np.array(
-        [[np.polynomial.chebyshev.chebval(u[r, c], coef[first[r] + int(piece[r, c])]) for c in range(cols)] for r in range(rows)]
+        [[np.polynomial.polynomial.polyval(u[r, c], coef[first[r] + int(piece[r, c])]) for c in range(cols)] for r in range(rows)]
     )
     assert np.abs(got - expected).max() <= 1e-14 * np.abs(coef).sum(axis=1).max()
     monkeypatch.setattr(log_chebyshev, "INTERPOLATE_BATCH", 64)
@@ -1228,6 +1229,11 @@ def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(
     assert batched.tobytes() == got.tobytes()
     per_row = (np.repeat(a, rows) for a in (low, top, lo, width, np.array([pieces])))  # one range a row, sliced too
     assert log_chebyshev.log_interpolate(x, coef, *per_row, first).tobytes() == got.tobytes()
+    nodes = np.cos(np.pi * (np.arange(n) + 0.5) / n)  # log_nodes' positions in u
+    at = np.linspace(-1.0, 1.0, 101)
+    interpolant = np.polynomial.polynomial.polyval(at, log_chebyshev.log_coefficients(np.exp(nodes)))
+    expected = np.polynomial.chebyshev.chebval(at, np.polynomial.chebyshev.chebinterpolate(np.exp, n - 1))
+    assert np.abs(interpolant - expected).max() <= 1e-14 * math.e
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -143,12 +143,18 @@ def test_what_the_settled_sum_does_not_serve_is_declined():
 )
 def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2, wd, scale, monkeypatch):
     """AdamCoasting._settled_sums for windows of 0 to 10**5 settled steps, at lr 1e-3 with or without weight decay (c
-    = 1 - lr * wd: the sums of r = d1 / c, times c**K). Those it takes from F, and those of 16 steps
+    = 1 - lr * wd: the sums of r = d1 / c, its rounding carried, times c**K). Where the terms rise along a window
+    (beta1 > sqrt(beta2)) the windows F refuses are taken from the sum of the steps before them
+    (AdamCoasting._sums_before). Those it takes from F or G, and those of 16 steps
     or fewer it sums step by step, are within a float32 rounding (the sums are returned in the dtype) plus an eighth
     of the catch-up's tolerance of the exact S_K at every entry; the windows the bound refuses that are longer go
     to the prefix sums or the blocks (their sums are checked through the catch-up, QUADRATURE_BOUND_EPS = 4 float32
     epsilons of the parameter's scale in test_catch_up_exact, and here within that). F takes most windows."""
-    refused = []
+    refused, before, short = [], [], []
+    original_short = AdamCoasting._short_sums
+    monkeypatch.setattr(AdamCoasting, "_short_sums", lambda self, x, k: short.append(k) or original_short(self, x, k))
+    original_before = AdamCoasting._sums_before
+    monkeypatch.setattr(AdamCoasting, "_sums_before", lambda self, *a: before.append(original_before(self, *a)) or before[-1])
     for name in ("_prefix_sums", "_sum_rows"):
         original = getattr(AdamCoasting, name)
         monkeypatch.setattr(AdamCoasting, name, lambda self, *a, _o=original, **kw: refused.append(a[3]) or _o(self, *a, **kw))
@@ -171,3 +177,20 @@ def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2,
     assert np.array_equal(acc[k == 0], np.zeros((1, 8), dtype=np.float32))
     settled = _settled_sum.settled_sum(d1 / coasting.c, d2, 1e-8)
     assert settled is not None and settled.error() < 2e-12
+    if beta1 > math.sqrt(beta2):  # the rising windows F refuses: from the steps before them (the shortest step by step)
+        assert before and before[0] is not None and before[0][1].any()
+        assert short and set(np.concatenate(short).tolist()) <= {1, 2, 3, 5, 8, 16}  # refused, and 16 steps or fewer
+        assert not others, sorted(others)
+
+
+def test_ratio_rounding_is_the_exact_relative_rounding():
+    """ratio_rounding against exact rational arithmetic, for the ratios the catch-up rounds (d1 / c, sqrt(d2) c / d1)."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        num, den = int(rng.integers(1, 2**62)) * int(rng.integers(1, 2**40)), int(rng.integers(1, 2**62))
+        value = num / den
+        exact = (Fraction(num, den) - Fraction(value)) / Fraction(value)
+        assert _settled_sum.ratio_rounding(value, num, den) == float(exact)
+        assert abs(float(exact)) <= 2.0**-53
