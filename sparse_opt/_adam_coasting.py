@@ -149,9 +149,8 @@ takes each window this way where that error stays within the catch-up's
 tolerance of its sum (every window but the shortest, whose sum is a small part
 of ``F``: those of ``SHORT_WINDOW`` steps or fewer are summed step by step,
 longer ones by the prefix sums). A training step late in training then costs
-one or two evaluations of ``F`` per entry and nothing per window (4.3x to 5x a
-``DORMANCY_DECAY`` step instead of 7x to 10x with beta1 = 0.999, and with
-beta1 = beta2 = 0.9999; RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms
+one or two evaluations of ``F`` per entry and nothing per window (3.7x to 6.4x a
+``DORMANCY_DECAY`` step instead of 7x to 11x with beta1 >= 0.999; RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms
 rise along a window until ``b x`` nears ``eps``, and the windows shorter than
 that are a small part of ``F``: those are the sum of the steps *before* them,
 ``G``, which converges there and is a settled sum of the same kind, in ``1 /
