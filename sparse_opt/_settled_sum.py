@@ -267,16 +267,22 @@ class SettledSum:
         """``F(x)`` for a 2-D float64 ``x >= 0`` within the pieces built (:meth:`reach`), within :meth:`error` of it.
 
         The entries at or below ``exp(Y0)`` take the series, the others the
-        pieces (each entry one or the other).
+        pieces: where those are most, every entry goes through the pieces (at
+        ``exp(Y0)`` at least) and the few below are then replaced, which costs
+        less than gathering the others apart.
         """
         low = x <= math.exp(self.bottom)
-        if low.all():
+        below = np.count_nonzero(low)
+        if below == x.size:
             return self._series_values(x)
-        high = ~low
-        if high.all():
-            return self._interpolate(x)
+        if 2 * below <= x.size:
+            out = self._interpolate(x)
+            if below:
+                out[low] = self._series_values(x[low])
+            return out
         out = np.empty(x.shape)
         out[low] = self._series_values(x[low])
+        high = ~low
         out[high] = self._interpolate(x[high].reshape(-1, 1))[:, 0]
         return out
 
