@@ -2,7 +2,9 @@ r"""The coasting of every dormant step once the bias corrections have settled: o
 
 Late in training (both bias corrections are 1: ``beta**s < 2**-54``), at a
 constant rate without weight decay, a window of ``K`` dormant steps after any
-last step coasts by ``lr m S_K(x)`` with (:mod:`sparse_opt._adam_coasting`)::
+last step coasts by ``lr m S_K(x)`` with (:mod:`sparse_opt._adam_coasting`;
+with weight decay ``d1`` stands for ``beta1 / c``, and the window is ``c**K``
+times that)::
 
     S_K(x) = sum_{i=1..K} d1**i / (q**i x + eps),    q = sqrt(d2),
 
@@ -71,8 +73,7 @@ sum_k |a_k|`` computed from each piece (``f_q`` the values, ``C`` them to
 Chebyshev coefficients ``c_j``, ``T`` those to the powers' ``a_k``; Higham,
 *Accuracy and Stability of Numerical Algorithms*, 2002, eq. 5.3, for Horner's
 rule), times ``3 e**w`` for the least at the nodes against the least on the
-piece; and ``y =
-log x`` is placed within ``8 (Y + 1) u``, so::
+piece; and ``y = log x`` is placed within ``8 (Y + 1) u``, so::
 
     delta = INTERPOLATION_TOL + 3 e**w e_J + 3 e**w kappa u + 8 (Y + 1) u
 
