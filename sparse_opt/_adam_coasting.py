@@ -106,7 +106,7 @@ by block at each entry: its sum ``S`` is analytic in ``log x`` within ``pi``
 of the real axis, so it is interpolated piecewise in ``log x`` (pieces of
 ``PIECE_WIDTH``, about 9 Chebyshev terms in float32, 16 in float64) from the
 blocks' values at the pieces' nodes (:meth:`AdamCoasting._smooth_sums`): an
-entry costs a logarithm and one Clenshaw recurrence, however many blocks.
+entry costs a logarithm and one polynomial by Horner's rule, however many blocks.
 None of it depends on the gap beyond ``L``, on the gradient's scale, or on
 ``eps``.
 
@@ -148,13 +148,14 @@ function of ``x`` for the process (:mod:`sparse_opt._settled_sum`: pieces in
 takes each window this way where that error stays within the catch-up's
 tolerance of its sum (every window but the shortest, whose sum is a small part
 of ``F``: those of ``SHORT_WINDOW`` steps or fewer are summed step by step,
-longer ones by the prefix sums). A training step late in training then costs
-one or two evaluations of ``F`` per entry and nothing per window (3.7x to 6.4x a
-``DORMANCY_DECAY`` step instead of 7x to 11x with beta1 >= 0.999; RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms
-rise along a window until ``b x`` nears ``eps``, and the windows shorter than
-that are a small part of ``F``: those are the sum of the steps *before* them,
-``G``, which converges there and is a settled sum of the same kind, in ``1 /
-x`` (:meth:`AdamCoasting._sums_before`).
+longer ones as below). A training step late in training then costs
+one or two evaluations of ``F`` per entry and nothing per window (3.7x to
+6.4x a ``DORMANCY_DECAY`` step instead of 7x to 11x with beta1 >= 0.999;
+RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms rise along a window until
+``b x`` nears ``eps``, and the windows shorter than that are a small part of
+``F``: those are the sum of the steps *before* them, ``G``, which converges
+there and is a settled sum of the same kind, in ``1 / x``
+(:meth:`AdamCoasting._sums_before`).
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
@@ -288,6 +289,7 @@ dense recursions; the expansion and the bounds are this kit's.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -299,7 +301,7 @@ from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._rates import RATE_MEMO, LearningRate
 from sparse_opt._settled_sum import U as U64
-from sparse_opt._settled_sum import ratio_rounding, settled_sum
+from sparse_opt._settled_sum import ratio_rounding, root_ratio, settled_sum
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -988,9 +990,7 @@ class AdamCoasting:
             or (self.c < 1.0 and float(k.max()) * -math.log(self.c) > MAX_SCALE_LOG)
         ):
             return None
-        ratio = self.decay1 / self.c
-        (a1, b1), (ac, bc) = self.decay1.as_integer_ratio(), self.c.as_integer_ratio()
-        rounding = ratio_rounding(ratio, a1 * bc, b1 * ac)  # 0 without decay
+        ratio, rounding = self._settled_factors[0]
         settled = settled_sum(ratio, self.decay2, self.eps, rounding)
         if settled is None or settled.ceiling >= float(np.finfo(self.dtype).max) / 4:
             return None
@@ -1055,14 +1055,9 @@ class AdamCoasting:
         where the terms do not rise, or an ``x`` or ``q**K x`` is 0 or beyond
         ``F'``'s pieces.
         """
-        q, ratio = math.sqrt(self.decay2), self.decay1 / self.c
-        factor = q / ratio
+        factor, rounding = self._settled_factors[1]
         if not factor < 1.0:
             return None
-        (a1, b1), (ac, bc), (a2, b2) = (v.as_integer_ratio() for v in (self.decay1, self.c, self.decay2))
-        bits = 256
-        root_num, root_den = math.isqrt((a2 * b2) << (2 * bits)), b2 << bits  # sqrt(d2)
-        rounding = ratio_rounding(factor, root_num * ac * b1, root_den * bc * a1)
         found = settled_sum(factor, self.decay2, 1.0 / self.eps, rounding)
         shifted = x * np.power(self.decay2, k.astype(np.float64) / 2)[:, None]
         if found is None or not (shifted > 0).all():
@@ -1079,6 +1074,23 @@ class AdamCoasting:
         sums = last - first
         delta = found.error() + 8.0 * U64
         return sums, (delta + U64) * (last + first) <= (self.tol / 8) * sums
+
+    @functools.cached_property
+    def _settled_factors(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """``((r, rounding), (q / r, rounding))``: the factors of the settled sums ``F`` and ``F'`` and their exact roundings.
+
+        ``r = d1 / c`` (:meth:`_settled_sums`) and ``q / r = sqrt(d2) c / d1``
+        (:meth:`_sums_before`), from the float64 factors' integer ratios
+        (``sqrt(d2)`` to 256 bits): constants of the catch-up, found once.
+        """
+        (a1, b1), (ac, bc) = self.decay1.as_integer_ratio(), self.c.as_integer_ratio()
+        ratio = self.decay1 / self.c
+        root_num, root_den = root_ratio(self.decay2)
+        factor = math.sqrt(self.decay2) / ratio
+        return (
+            (ratio, ratio_rounding(ratio, a1 * bc, b1 * ac)),
+            (factor, ratio_rounding(factor, root_num * ac * b1, root_den * bc * a1)),
+        )
 
     def _short_sums(self, x: np.ndarray, k: np.ndarray) -> np.ndarray:
         """``sum_{i=1..k} c**(k-i) d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled gaps of ``k`` steps, one by one."""
@@ -1110,7 +1122,7 @@ class AdamCoasting:
         end, combined. A training step late in a long run (its rows last
         touched one to ``10**5`` steps before) sums one to three sequences of
         its longest window instead of one window per row, and an entry costs a
-        logarithm and one Clenshaw recurrence.
+        logarithm and one polynomial by Horner's rule.
 
         All terms are positive, so the running sum of ``n`` stretches errs by
         at most ``n`` float64 roundings of the sum: it applies where that is
@@ -1329,7 +1341,7 @@ class AdamCoasting:
         cos(phi / 2)`` times its least value on the piece, and the interpolant
         of degree ``n - 1`` errs by ``4 M rho**(1-n) / (rho - 1)`` (Trefethen,
         Thm 8.2), kept below ``tol / 8`` (:func:`~sparse_opt._log_chebyshev.piece_terms`). An entry costs
-        a logarithm and ``n`` Clenshaw steps (about 9 in float32, 16 in
+        a logarithm and ``n`` steps of Horner's rule (about 9 in float32, 16 in
         float64) in float64, whatever the number of blocks; the nodes cost the
         blocks' evaluation at a few hundred points.
         """
@@ -2271,9 +2283,8 @@ def _rounding_of_rho(rho: np.ndarray, d1: float, d2: float, c: float) -> np.ndar
     integer arithmetic (their exact ratios, ``sqrt(d2)`` to 256 bits by
     :func:`math.isqrt`); Python divides the integers to the nearest float.
     """
-    bits = 256
     (a1, b1), (ac, bc), (a2, b2) = d1.as_integer_ratio(), c.as_integer_ratio(), d2.as_integer_ratio()
-    root_num, root_den = math.isqrt((a2 * b2) << (2 * bits)), b2 << bits  # sqrt(d2)
+    root_num, root_den = root_ratio(d2)
     out = np.zeros(rho.size)
     for n, rounded in enumerate(rho.tolist()):
         if rounded == 0.0 or not math.isfinite(rounded):  # beta1 = 0: rho = 0 exactly
@@ -2282,9 +2293,7 @@ def _rounding_of_rho(rho: np.ndarray, d1: float, d2: float, c: float) -> np.ndar
         power_num, power_den = a2**half, b2**half
         if n % 2 == 0:  # an odd power of sqrt(d2)
             power_num, power_den = power_num * root_num, power_den * root_den
-        num, den = a1 * bc * power_den, b1 * ac * power_num  # d1 / (c d2**((n+1)/2))
-        ar, br = rounded.as_integer_ratio()
-        out[n] = (num * br - ar * den) / (ar * den)
+        out[n] = ratio_rounding(rounded, a1 * bc * power_den, b1 * ac * power_num)  # d1 / (c d2**((n+1)/2))
     return out
 
 

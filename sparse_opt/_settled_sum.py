@@ -153,6 +153,12 @@ def ratio_rounding(value: float, numerator: int, denominator: int) -> float:
     return (numerator * b - a * denominator) / (a * denominator)
 
 
+def root_ratio(value: float, bits: int = 256) -> tuple[int, int]:
+    """``sqrt(value)`` of a float64 ``value > 0`` as a ratio of integers, within ``2**-bits`` of it (:func:`math.isqrt`)."""
+    a, b = value.as_integer_ratio()
+    return math.isqrt((a * b) << (2 * bits)), b << bits
+
+
 class SettledSum:
     """``F(x) = sum_{i>=1} d1**i / (q**i x + eps)``, ``q = sqrt(d2)``, by pieces in ``log x`` (module docstring).
 
@@ -170,7 +176,7 @@ class SettledSum:
     """
 
     def __init__(self, d1: float, d2: float, eps: float, rounding: float = 0.0) -> None:
-        self.d1, self.d2, self.eps, self.rounding = d1, d2, eps, rounding
+        self.eps = eps
         self.h = -0.5 * math.log(d2)
         self.l = -(math.log(d1) + math.log1p(rounding))
         p = max(0, math.floor(math.log2(min(LINK_WIDTH / self.h, LINK_DECAY / (self.l + self.h)))))

@@ -1203,7 +1203,7 @@ def test_the_pieces_tile_every_window_aligned_and_away_from_step_zero(hyper_, wi
             assert zero[w] == 0 or a + 3 * n <= zero[w], (a, n, zero[w])
 
 
-def test_log_interpolants_are_chebyshev_series_in_each_piece_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_interpolants_are_the_polynomials_of_their_pieces_whatever_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """``log_interpolate`` evaluates, at each entry, the polynomial in u of its row's piece of ``log x``: checked
     against numpy's ``polyval`` entry by entry, and bit for bit the same in batches of 64 entries (rows split), with
     one range for all rows or one a row; ``log_coefficients`` gives the interpolant through its nodes (checked
