@@ -155,7 +155,12 @@ RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms rise along a window until
 ``b x`` nears ``eps``, and the windows shorter than that are a small part of
 ``F``: those are the sum of the steps *before* them, ``G``, which converges
 there and is a settled sum of the same kind, in ``1 / x``
-(:meth:`AdamCoasting._sums_before`).
+(:meth:`AdamCoasting._sums_before`). Under a cosine schedule (Adam) the rates
+of every window are two geometric sequences of the dormant step, ``lr(s + i)
+= A + Re(B_s e**(-2 i omega i))`` (:meth:`AdamCoasting._settled_rates`), so
+each window is the same difference for ``F`` of ``r`` and of the complex
+``r e**(-2 i omega)``, weighted by ``A`` and ``B_s``; after a cosine, or in a
+period of a step decay, the rate is one constant.
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
@@ -301,7 +306,7 @@ from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._rates import RATE_MEMO, LearningRate
 from sparse_opt._settled_sum import U as U64
-from sparse_opt._settled_sum import ratio_rounding, root_ratio, settled_sum
+from sparse_opt._settled_sum import SettledSum, ratio_rounding, root_ratio, settled_sum
 
 #: Expansion terms are used only where ``eps / (b x)`` is at most this.
 THETA = 2.0**-7
@@ -967,22 +972,26 @@ class AdamCoasting:
         entry costs one evaluation of ``F``, and a second where ``d1**K F(0)``
         exceeds ``2**-60`` of ``c**K`` times its window's least ``F``. ``r``
         is ``d1 / c`` rounded, its exact rounding carried (none when ``c =
-        1``). With ``delta`` the error of ``F`` (and ``4 u`` for ``q**K x`` and
-        ``c**K``), a window is taken where ``(delta + u) (c**K F(x) + d1**K
-        F(q**K x)) <= (tol / 8) c**K S_K`` for every entry. The others, where
-        ``S_K`` is a small part of ``F``: the windows of more than
-        ``SHORT_WINDOW`` steps from the steps before them where the terms rise
-        (:meth:`_sums_before`), then those of ``SHORT_WINDOW`` steps or fewer
-        step by step, and the rest as before (:meth:`_prefix_sums` or
-        :meth:`_sum_rows`). Requires a
-        dtype whose tolerance allows it (not float64: ``delta`` is about
-        ``1e-13``), ``F(0)`` within its range and ``c**K`` above
-        ``exp(-MAX_SCALE_LOG)``.
+        1``). Under a schedule whose rates are a few geometric sequences along
+        every window (:meth:`_settled_rates`: ``lr(s + i) = sum_m Re(f_m(s)
+        e**(i phase_m i))``), each sequence takes the ``F`` of ``r e**(i
+        phase_m)`` the same way, with ``(r e**(i phase_m))**K`` for ``r**K``.
+        With ``delta`` the largest error of the ``F`` (and ``4 u`` for ``q**K
+        x`` and ``c**K``, ``8 u + |phase K| u`` more for a complex sequence's
+        factor and ``e**(i phase K)``), a window is taken where ``(delta + u)
+        sum_m |f_m| (c**K |F|(x) + d1**K |F|(q**K x)) <= (tol / 8) c**K S_K``
+        for every entry (``|F|``: the real ``F`` of ``r``, which bounds every
+        modulus). The others, where ``S_K`` is a small part of ``F``: at a
+        constant rate the windows of more than ``SHORT_WINDOW`` steps from the
+        steps before them where the terms rise (:meth:`_sums_before`), then
+        those of ``SHORT_WINDOW`` steps or fewer step by step, and the rest as
+        before (:meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a dtype
+        whose tolerance allows it (not float64: ``delta`` is about ``1e-13``),
+        ``F(0)`` within its range and ``c**K`` above ``exp(-MAX_SCALE_LOG)``.
         """
         live = k > 0
         if (
-            self.rate.constant is None
-            or self.reverse
+            self.reverse
             or not self.c > 0.0
             or self.tol < SETTLED_TOL
             or not live.any()
@@ -990,36 +999,58 @@ class AdamCoasting:
             or (self.c < 1.0 and float(k.max()) * -math.log(self.c) > MAX_SCALE_LOG)
         ):
             return None
+        rates = self._settled_rates(s, k)
+        if rates is None:
+            return None
         ratio, rounding = self._settled_factors[0]
-        settled = settled_sum(ratio, self.decay2, self.eps, rounding)
-        if settled is None or settled.ceiling >= float(np.finfo(self.dtype).max) / 4:
+        modulus = settled_sum(ratio, self.decay2, self.eps, rounding)
+        sums = [settled_sum(ratio, self.decay2, self.eps, rounding, phase) if phase else modulus for _, phase in rates]
+        if any(f is None for f in sums) or modulus.ceiling >= float(np.finfo(self.dtype).max) / 4:
             return None
         x_hi = float(x_max[live].max())
-        if not settled.reach(x_hi):
+        if not all(f.reach(x_hi) for f in sums):
             return None
         wide = x.astype(np.float64)
         k_f = k.astype(np.float64)
         scale = np.power(self.c, k_f)  # c**K: 1 without decay
-        acc = settled(wide) * scale[row_class, None]  # the whole sum where d1**K F(q**K x) is below 2**-60 of it
-        spread = acc.copy()
+        whole = modulus(wide) * scale[row_class, None]  # |F| over the window's steps and all after them
+        spread = whole.copy()
         powers = np.power(self.decay1, k_f)  # c**K r**K
-        least = settled(x_max[:, None].astype(np.float64))[:, 0]
-        far = live & (powers * settled.ceiling > 2.0**-60 * scale * least)
+        least = modulus(x_max[:, None].astype(np.float64))[:, 0]
+        far = live & (powers * modulus.ceiling > 2.0**-60 * scale * least)
         rows = np.flatnonzero(far[row_class])
+        delta = max(f.error() for f in sums) + 4.0 * U64  # and the shift q**K x, the scale c**K
+        turns = [abs(phase) for _, phase in rates if phase]
+        if turns:  # a complex factor f_m, e**(i phase K) (its angle phase K rounded) and the products
+            delta += (8.0 + max(turns) * float(k_f[far].max(initial=0.0))) * U64
         if rows.size:
-            shift = np.power(self.decay2, k_f / 2)[row_class[rows], None]
-            later = settled(wide[rows] * shift) * powers[row_class[rows], None]
-            acc[rows] -= later
-            spread[rows] += later
+            shifted = wide[rows] * np.power(self.decay2, k_f / 2)[row_class[rows], None]
+            after = modulus(shifted) * powers[row_class[rows], None]
+            spread[rows] += after
+        acc = np.zeros(x.shape)
+        for (factor, phase), found in zip(rates, sums):
+            term = whole if not phase else found(wide) * scale[row_class, None]
+            if rows.size:  # minus the steps after the window
+                later = after if not phase else found(shifted) * powers[row_class[rows], None]
+                if phase:
+                    later = later * np.exp(1j * phase * k_f)[row_class[rows], None]
+                term = term.copy()
+                term[rows] -= later
+            if factor is None:
+                acc += term
+            else:
+                acc += (factor[row_class, None] * term).real
+        if len(rates) > 1 or rates[0][0] is not None:
+            spread *= sum(np.abs(factor) for factor, _ in rates)[row_class, None]
         acc[~live[row_class]] = 0.0  # windows of no steps
-        delta = settled.error() + 4.0 * U64  # and the shift q**K x, the scale c**K
         wrong = ~((delta + U64) * spread <= (self.tol / 8) * acc) & live[row_class, None]
         out = acc.astype(self.dtype)
         const = np.zeros(row_class.size)
         bad = np.bincount(row_class, weights=wrong.sum(axis=1), minlength=s.size) > 0
         tried = bad & (k > SHORT_WINDOW)
         again = np.flatnonzero(tried[row_class])
-        before = self._sums_before(wide[again], k[row_class[again]]) if again.size else None
+        on_rows = [(None if weight is None else weight[row_class[again]], phase) for weight, phase in rates]
+        before = self._sums_before(wide[again], k[row_class[again]], on_rows) if again.size else None
         if before is not None:  # terms that rise along the window: from the steps before it
             values, within = before
             fine = tried & (np.bincount(row_class[again], weights=~within.all(axis=1), minlength=s.size) == 0)
@@ -1028,7 +1059,7 @@ class AdamCoasting:
             bad &= ~fine
         short = np.flatnonzero((bad & (k <= SHORT_WINDOW))[row_class])
         if short.size:  # step by step
-            out[short] = self._short_sums(wide[short], k[row_class[short]]).astype(self.dtype)
+            out[short] = self._short_sums(wide[short], s[row_class[short]], k[row_class[short]]).astype(self.dtype)
         bad &= k > SHORT_WINDOW
         if bad.any():  # the other windows whose S_K is a small part of F: as before
             windows = np.flatnonzero(bad)
@@ -1037,43 +1068,95 @@ class AdamCoasting:
             out[rows], const[rows] = self._prefix_sums(*args) or self._sum_rows(*args)
         return out, const
 
-    def _sums_before(self, x: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    def _settled_rates(self, s: np.ndarray, k: np.ndarray) -> list[tuple[np.ndarray | None, float]] | None:
+        """The rates of settled windows as sequences ``Re(f_m(s) e**(i phase_m i))``: ``[(f_m per window, phase_m)]``; None if not.
+
+        At a constant rate, ``[(None, 0)]`` (the rate is applied after,
+        :meth:`_coasting`). Under a built-in schedule without weight decay,
+        where every window's steps ``s + 1 .. s + K`` lie in one segment
+        (:mod:`sparse_opt._analytic_rates`):
+
+        - a constant segment: ``lr(lo)`` with phase 0;
+        - a cosine, ``lr(j) = f + (lr - f) sin(omega (T - j))**2 = (lr + f) / 2
+          - (lr - f) / 2 cos(2 omega (T - j))``: ``(lr + f) / 2`` with phase 0,
+          and ``-(lr - f) / 2 e**(2 i omega (T - s))`` with phase ``-2 omega``
+          (``T - s`` exact before it is a float).
+
+        Where ``lr`` and ``f`` differ much the two can cancel, which the
+        bound of :meth:`_settled_sums` counts (``|f_m|``). Warm-ups and
+        exponential decays are left to the other paths (None).
+        """
+        if self.rate.constant is not None:
+            return [(None, 0.0)]
+        schedule = self.rate.schedule
+        if self.weight_decay or not analytic_rates.supports(schedule):
+            return None
+        live = k > 0
+        first, last = s[live] + 1, s[live] + k[live]
+        _, seg_lo, _, kind, _, _ = analytic_rates.segments(schedule, np.array([first.min()]), np.array([last.max()]))
+        if seg_lo.size != 1:
+            return None
+        if int(kind[0]) == analytic_rates.CONSTANT:
+            return [(np.full(s.size, float(schedules.values_at(schedule, seg_lo[:1])[0])), 0.0)]
+        if int(kind[0]) != analytic_rates.COSINE:
+            return None
+        total, warm, peak, final = schedule.total_steps, schedule.warmup_steps, schedule.lr, schedule.final_lr
+        omega = math.pi / (2.0 * (total - warm))
+        turn = np.exp(2j * omega * (total - s).astype(np.float64))
+        return [(np.full(s.size, (peak + final) / 2), 0.0), (-(peak - final) / 2 * turn, -2.0 * omega)]
+
+    def _sums_before(
+        self, x: np.ndarray, k: np.ndarray, rates: list[tuple[np.ndarray | None, float]]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Settled gaps of ``k`` steps (rows ``x``, float64) from the steps *before* them: ``(sums, within tolerance)``.
 
         Where the terms rise along a window (``r > q``: ``(r / q)**i / x``
         while ``q**i x`` is far above ``eps``), the short windows are a small
         part of ``F`` and :meth:`_settled_sums` refuses them. The steps ``i <=
         0`` continue the window backwards and their sum converges, ``G(x) =
-        sum_{j>=0} r**-j / (q**-j x + eps)``, so ``c**K S_K = d1**K G(q**K x) -
-        c**K G(x)``. ``G`` is a settled sum too: ``G(x) = 1 / (x + eps) +
-        F'(1 / x) / (x eps)`` with ``F'`` that of ``q / r`` (its rounding
-        carried, ``sqrt(d2)`` to 256 bits), ``d2`` and ``1 / eps``, each of its
-        terms ``(q / r)**j / (q**j / x + 1 / eps)`` times ``1 / (x eps)`` being
-        ``r**-j / (q**-j x + eps)``. ``G`` errs by ``F'``'s ``delta`` plus ``8
-        u`` (``1 / x`` and ``1 / eps`` rounded, the divisions, the sum, the
-        shift ``q**K x``); a window is taken as in :meth:`_settled_sums`. None
-        where the terms do not rise, or an ``x`` or ``q**K x`` is 0 or beyond
-        ``F'``'s pieces.
+        sum_{j>=0} z**-j / (q**-j x + eps)`` for each sequence's ``z = r e**(i
+        phase)`` (``rates``, per row, :meth:`_settled_rates`), so ``c**K S_K =
+        d1**K e**(i phase K) G(q**K x) - c**K G(x)``. ``G`` is a settled sum
+        too: ``G(x) = 1 / (x + eps) + F'(1 / x) / (x eps)`` with ``F'`` that of
+        ``q / z`` (phase ``-phase``; ``q / r``'s rounding carried, ``sqrt(d2)``
+        to 256 bits), ``d2`` and ``1 / eps``, each of its terms ``(q /
+        z)**j / (q**j / x + 1 / eps)`` times ``1 / (x eps)`` being ``z**-j /
+        (q**-j x + eps)``. ``G`` errs by ``F'``'s ``delta`` (of ``|G|``, the
+        ``G`` of ``r``) plus ``8 u`` (``1 / x`` and ``1 / eps`` rounded, the
+        divisions, the sum, the shift ``q**K x``), and a complex sequence as in
+        :meth:`_settled_sums`; a window is taken as there. None where the terms
+        do not rise, or an ``x`` or ``q**K x`` is 0 or beyond ``F'``'s pieces.
         """
         factor, rounding = self._settled_factors[1]
         if not factor < 1.0:
             return None
-        found = settled_sum(factor, self.decay2, 1.0 / self.eps, rounding)
+        modulus = settled_sum(factor, self.decay2, 1.0 / self.eps, rounding)
+        found = [settled_sum(factor, self.decay2, 1.0 / self.eps, rounding, -phase) if phase else modulus for _, phase in rates]
         shifted = x * np.power(self.decay2, k.astype(np.float64) / 2)[:, None]
-        if found is None or not (shifted > 0).all():
+        if any(f is None for f in found) or not (shifted > 0).all():
             return None
         with np.errstate(over="ignore"):
-            if not found.reach(float(1.0 / shifted.min())):
+            if not all(f.reach(float(1.0 / shifted.min())) for f in found):
                 return None
 
-        def before(z: np.ndarray) -> np.ndarray:
-            return 1.0 / (z + self.eps) + found(1.0 / z) / (z * self.eps)
+        def before(f: SettledSum, z: np.ndarray) -> np.ndarray:
+            return 1.0 / (z + self.eps) + f(1.0 / z) / (z * self.eps)
 
-        first = before(x) * np.power(self.c, k.astype(np.float64))[:, None]
-        last = before(shifted) * np.power(self.decay1, k.astype(np.float64))[:, None]
-        sums = last - first
-        delta = found.error() + 8.0 * U64
-        return sums, (delta + U64) * (last + first) <= (self.tol / 8) * sums
+        k_f = k.astype(np.float64)
+        scale, powers = np.power(self.c, k_f)[:, None], np.power(self.decay1, k_f)[:, None]
+        first, last = before(modulus, x) * scale, before(modulus, shifted) * powers
+        spread = last + first
+        delta = max(f.error() for f in found) + 8.0 * U64
+        sums = np.zeros(x.shape)
+        for (weight, phase), f in zip(rates, found):
+            term = last - first if not phase else before(f, shifted) * powers * np.exp(1j * phase * k_f)[:, None] - before(f, x) * scale
+            sums += term if weight is None else (weight[:, None] * term).real
+        turns = [abs(phase) for _, phase in rates if phase]
+        if turns:
+            delta += (8.0 + max(turns) * float(k_f.max())) * U64
+        if rates[0][0] is not None:
+            spread *= sum(np.abs(weight) for weight, _ in rates)[:, None]
+        return sums, (delta + U64) * spread <= (self.tol / 8) * sums
 
     @functools.cached_property
     def _settled_factors(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -1092,11 +1175,20 @@ class AdamCoasting:
             (factor, ratio_rounding(factor, root_num * ac * b1, root_den * bc * a1)),
         )
 
-    def _short_sums(self, x: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """``sum_{i=1..k} c**(k-i) d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled gaps of ``k`` steps, one by one."""
+    def _short_sums(self, x: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """``sum_{i=1..k} lr_i c**(k-i) d1**i / (q**i x + eps)`` for rows ``x`` (``(R, C)``, float64) of settled gaps of ``k >= 1`` steps after ``s``, one by one.
+
+        ``lr_i = lr(s + i)`` under a schedule (else 1, the rate applied after).
+        """
         acc = np.zeros(x.shape)
-        for i in range(1, int(k.max()) + 1):
+        steps = np.arange(1, int(k.max()) + 1)
+        rates = None
+        if self.rate.constant is None:  # every step's rate at once (a window's steps past k: its last, weighted 0)
+            rates = schedules.values_at(self.rate.schedule, s[:, None] + np.minimum(k[:, None], steps[None, :]))
+        for i in steps.tolist():
             weight = np.where(k >= i, self.c ** np.maximum(k - i, 0).astype(np.float64) * self.decay1**i, 0.0)
+            if rates is not None:
+                weight *= rates[:, i - 1]
             acc += weight[:, None] / (self.decay2 ** (i / 2) * x + self.eps)
         return acc
 

@@ -118,7 +118,7 @@ def log_interpolate(
     pieces: np.ndarray,
     first: np.ndarray,
 ) -> np.ndarray:
-    """The piecewise interpolants in ``log x`` at rows ``x`` (``(R, C)``), in float64, by Horner's rule in ``u``.
+    """The piecewise interpolants in ``log x`` at rows ``x`` (``(R, C)``), in float64 (or complex128), by Horner's rule in ``u``.
 
     Row ``r`` uses the pieces ``first[r] .. first[r] + pieces[r] - 1`` of
     ``coef`` (one piece a row, :func:`log_coefficients`), of width
@@ -130,7 +130,7 @@ def log_interpolate(
     """
     n = coef.shape[-1]
     by_term = np.ascontiguousarray(coef.T)  # (n, pieces): a term's coefficients contiguous, for the gathers
-    out = np.empty(x.shape)
+    out = np.empty(x.shape, dtype=np.result_type(coef.dtype, np.float64))  # complex for complex coefficients
     rows = max(1, INTERPOLATE_BATCH // max(x.shape[1], 1))
     for r0 in range(0, x.shape[0], rows):
         r = slice(r0, r0 + rows)

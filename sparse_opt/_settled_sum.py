@@ -83,6 +83,20 @@ takes it where that is within its tolerance of ``S_K`` (all but the shortest
 windows, where ``S_K`` is a small part of ``F``) and sums the others as
 before.
 
+**Complex factors.** Under a cosine schedule a window's rates are ``A +
+Re(B_s e**(-2 i omega i))`` (:meth:`AdamCoasting._settled_rates
+<sparse_opt._adam_coasting.AdamCoasting._settled_rates>`), so the catch-up also
+needs ``F`` for ``z = d1 e**(i phase)``: (1) and (2) hold for it as they are,
+with ``z**K`` for ``d1**K``. Every bound above holds for the *moduli*: with
+``|F|(x) = sum |z|**i / (q**i x + eps)`` (the real ``F`` of ``|z|``), a piece
+errs by at most ``gamma e + LINK_ERROR`` of ``|F|``, the series' tail is below
+``2**-62`` of ``|F|``, and on a link's ellipse ``|e**(i phase (1 + t))| <=
+e**(|phase| sigma H)`` multiplies ``R`` (a link spans at most ``LINK_TURN /
+|phase|`` steps, which keeps that factor small). The rounding of a complex
+sum or Horner's rule is that of its two parts, ``sqrt(2)`` times it in modulus
+(counted twice). So :meth:`SettledSum.error` bounds ``|F~ - F| / |F|``, and
+``|F|`` is computed alongside at every node.
+
 A factor that is not a float64 (``d1 / c`` under weight decay, and ``sqrt(d2) c /
 d1`` for the sum of the steps before a window, :meth:`AdamCoasting._sums_before
 <sparse_opt._adam_coasting.AdamCoasting._sums_before>`) comes with its relative
@@ -110,6 +124,8 @@ PIECE_WIDTH = 2.0**-4
 LINK_WIDTH = 4.0
 #: Most ``M (l + h)`` a link may span: how much its terms may fall, ``e**-LINK_DECAY`` at most.
 LINK_DECAY = 8.0
+#: Most ``M |phase|`` a link may span: how far a complex factor's terms may turn.
+LINK_TURN = 2.0
 #: Relative error of a link's Gauss rule.
 GAUSS_TOL = 2.0**-56
 #: Relative error of the interpolant through exact values at its nodes.
@@ -122,28 +138,32 @@ MAX_PIECES = 1 << 13
 KEPT_SUMS = 16
 #: The semi-minor axes (in half-widths of the link) tried for its Gauss rule.
 LINK_SIGMAS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+#: Largest ``|phase|`` of a complex factor (a cosine's ``2 omega``; beyond, its links would need many nodes).
+MAX_PHASE = 0.5
 #: A float64 rounding.
 U = 2.0**-53
 
-_SUMS: dict[tuple[float, float, float, float], SettledSum] = {}
+_SUMS: dict[tuple[float, float, float, float, float], SettledSum] = {}
 
 
-def settled_sum(d1: float, d2: float, eps: float, rounding: float = 0.0) -> SettledSum | None:
-    """The process's :class:`SettledSum` of the factors ``d1 (1 + rounding)``, ``d2`` and ``eps``; None where it does not apply.
+def settled_sum(d1: float, d2: float, eps: float, rounding: float = 0.0, phase: float = 0.0) -> SettledSum | None:
+    """The process's :class:`SettledSum` of the factors ``d1 (1 + rounding) e**(i phase)``, ``d2`` and ``eps``; None where it does not apply.
 
     It applies for ``0 < d1 < 1``, ``e**(-2 LINK_WIDTH) <= d2 < 1``, ``|rounding|
-    <= 2**-52`` and a finite ``eps > 0`` whose ``F(0) = d1 / ((1 - d1) eps)``
-    is below ``2**1000``.
+    <= 2**-52``, a finite ``|phase| <= MAX_PHASE`` and a finite ``eps > 0``
+    whose ``|F|(0) = d1 / ((1 - d1) eps)`` is below ``2**1000``.
     """
     if not (0.0 < d1 < 1.0 and math.exp(-2.0 * LINK_WIDTH) <= d2 < 1.0 and 0.0 < eps < math.inf):
         return None
     if abs(rounding) > 2.0**-52 or math.log(d1) - math.log1p(-d1) - math.log(eps) > 1000.0 * math.log(2.0):
         return None
-    key = (d1, d2, eps, rounding)
+    if not abs(phase) <= MAX_PHASE:
+        return None
+    key = (d1, d2, eps, rounding, phase)
     if key not in _SUMS:
         if len(_SUMS) >= KEPT_SUMS:
             del _SUMS[next(iter(_SUMS))]
-        _SUMS[key] = SettledSum(d1, d2, eps, rounding)
+        _SUMS[key] = SettledSum(d1, d2, eps, rounding, phase)
     return _SUMS[key]
 
 
@@ -160,7 +180,7 @@ def root_ratio(value: float, bits: int = 256) -> tuple[int, int]:
 
 
 class SettledSum:
-    """``F(x) = sum_{i>=1} d1**i / (q**i x + eps)``, ``q = sqrt(d2)``, by pieces in ``log x`` (module docstring).
+    """``F(x) = sum_{i>=1} z**i / (q**i x + eps)``, ``z = d1 e**(i phase)``, ``q = sqrt(d2)``, by pieces in ``log x`` (module docstring).
 
     Parameters
     ----------
@@ -173,13 +193,20 @@ class SettledSum:
         the sum is that of ``d1 (1 + rounding)``, whose powers are ``d1**e exp(e
         rounding)`` (``e rounding`` grows with ``e``, ``d1**e`` alone would err by
         it).
+    phase : float
+        The argument of a complex factor (*Complex factors* in the module
+        docstring): 0, the default, for a real ``F``; otherwise ``F`` and its
+        values are complex, and :meth:`error` is relative to ``|F|(x) = sum
+        d1**i / (q**i x + eps)``, the sum of the terms' moduli.
     """
 
-    def __init__(self, d1: float, d2: float, eps: float, rounding: float = 0.0) -> None:
+    def __init__(self, d1: float, d2: float, eps: float, rounding: float = 0.0, phase: float = 0.0) -> None:
         self.eps = eps
+        self.phase = phase
         self.h = -0.5 * math.log(d2)
         self.l = -(math.log(d1) + math.log1p(rounding))
-        p = max(0, math.floor(math.log2(min(LINK_WIDTH / self.h, LINK_DECAY / (self.l + self.h)))))
+        longest = min(LINK_WIDTH / self.h, LINK_DECAY / (self.l + self.h), LINK_TURN / max(abs(phase), 1e-300))
+        p = max(0, math.floor(math.log2(longest)))
         #: The link ``M`` and its shift in ``log x``, ``M h``, which ``lag`` pieces of ``width`` make up.
         self.link = 1 << p
         self.lag = max(1, math.ceil(self.link * self.h / PIECE_WIDTH))
@@ -189,19 +216,28 @@ class SettledSum:
         theta = np.pi * (np.arange(self.n) + 0.5) / self.n
         self._offsets = self.width / 2 * (1.0 + np.cos(theta))  # a piece's nodes in y, from its start
         self._chebyshev, self._power = chebyshev_matrix(self.n), power_matrix(self.n)
-        e = -self.l - self.h * np.arange(SERIES_TERMS)  # log(d1 q**n)
-        self._series = np.exp(e) / -np.expm1(e)
-        #: ``F(0) = d1 / ((1 - d1) eps)``, the largest value of ``F``.
-        self.ceiling = float(self._series[0]) / eps
+        e = -self.l - self.h * np.arange(SERIES_TERMS)  # log |z q**n|
+        self._series = self._moduli = np.exp(e) / -np.expm1(e)
+        if phase:
+            e = e + 1j * phase  # log(z q**n)
+            self._series = np.exp(e) / -np.expm1(e)
+        #: ``|F|(0) = d1 / ((1 - d1) eps)``, the largest modulus of ``F``.
+        self.ceiling = float(self._moduli[0]) / eps
         t, w = self._link_rule(p)
-        self._numerators = w * np.power(d1, 1.0 + t) * np.exp((1.0 + t) * rounding)  # the weights times d1**(1+t)
-        self._exponents = -(1.0 + t) * self.h  # log q**(1+t)
+        self._numerators = w * np.power(d1, 1.0 + t) * np.exp((1.0 + t) * rounding)  # the weights times |z|**(1+t)
         self._link_decay = math.pow(d1, self.link) * math.exp(self.link * rounding)
-        self.coef = np.zeros((0, self.n))
-        # pieces -lag .. -1 at their nodes, by the series: the values (2) takes from `lag` pieces below
-        below = self.bottom + np.arange(-self.lag, 0)[:, None] * self.width + self._offsets[None, :]
-        self._below = self._series_values(np.exp(below))
-        self._rounding = 0.0  # the evaluation's rounding over a piece's least value, the largest so far (error)
+        self._link_moduli = (self._numerators, self._link_decay)
+        if phase:  # times e**(i phase (1 + t)): each power from its own exponent
+            self._numerators = self._numerators * np.exp(1j * phase * (1.0 + t))
+            self._link_decay = self._link_decay * complex(math.cos(phase * self.link), math.sin(phase * self.link))
+        self._exponents = -(1.0 + t) * self.h  # log q**(1+t)
+        self.coef = np.zeros((0, self.n), dtype=self._series.dtype)
+        # pieces -lag .. -1 at their nodes, by the series: the values (2) takes from `lag` pieces below; for a
+        # complex F also |F|'s, which bound its error
+        below = np.exp(self.bottom + np.arange(-self.lag, 0)[:, None] * self.width + self._offsets[None, :])
+        self._below = self._series_values(below)
+        self._below_moduli = self._series_values(below, self._moduli) if phase else self._below
+        self._rounding = 0.0  # the evaluation's rounding over a piece's least |F|, the largest so far (error)
 
     @property
     def pieces(self) -> int:
@@ -217,7 +253,8 @@ class SettledSum:
             if psi >= math.pi:
                 continue
             a, rho = H * math.hypot(1.0, sigma), sigma + math.hypot(1.0, sigma)
-            log_r = (self.l + self.h) * (a + H) - math.log(math.cos(psi / 2))
+            # |e**(i phase (1 + t))| = e**(-phase Im t) <= e**(|phase| sigma H) on the ellipse
+            log_r = (self.l + self.h) * (a + H) + abs(self.phase) * sigma * H - math.log(math.cos(psi / 2))
             log_needed = math.log(4.0) + log_r - math.log(GAUSS_TOL * (rho - 1.0))
             best = min(best, math.ceil((log_needed / math.log(rho) + 1.0) / 2))
         if 2 * best > M:
@@ -225,11 +262,12 @@ class SettledSum:
         m = max(1, int(best))
         return gauss_rules([(p, m)])[(p, m)]
 
-    def _series_values(self, x: np.ndarray) -> np.ndarray:
-        """``F(x)`` for ``x <= exp(Y0)`` by its series in ``z = x / eps`` (Horner's rule)."""
+    def _series_values(self, x: np.ndarray, series: np.ndarray | None = None) -> np.ndarray:
+        """``F(x)`` for ``x <= exp(Y0)`` by its series in ``x / eps`` (Horner's rule; ``series``: other ``c_n``, ``|F|``'s)."""
+        series = self._series if series is None else series
         z = -(x / self.eps)
-        acc = np.full(x.shape, self._series[-1])
-        for c in self._series[-2::-1]:
+        acc = np.full(x.shape, series[-1])
+        for c in series[-2::-1]:
             acc = acc * z + c
         return acc / self.eps
 
@@ -250,13 +288,16 @@ class SettledSum:
         """Build pieces ``pieces .. need - 1`` by (2), each from the one ``lag`` below, value by value."""
         j = np.arange(self.pieces, need, dtype=np.float64)
         y = self.bottom + j[:, None] * self.width + self._offsets[None, :]
-        terms = self._numerators / (np.exp(y[:, :, None] + self._exponents) + self.eps)
-        link_sums = terms.sum(axis=2)  # each node's terms contiguous: the same sum whatever the batch
-        values = np.concatenate([self._below, np.empty_like(link_sums)])
-        for r in range(link_sums.shape[0]):
-            values[r + self.lag] = link_sums[r] + self._link_decay * values[r]
+        denominators = np.exp(y[:, :, None] + self._exponents) + self.eps
+        values = self._chain(self._below, (self._numerators / denominators).sum(axis=2), self._link_decay)
         self._below = values[-self.lag :]
         values = values[self.lag :]
+        moduli = values
+        if self.phase:  # |F| at the nodes, the scale of the error bound
+            numerators, decay = self._link_moduli
+            moduli = self._chain(self._below_moduli, (numerators / denominators).sum(axis=2), decay)
+            self._below_moduli = moduli[-self.lag :]
+            moduli = moduli[self.lag :]
         # the interpolants in powers of u through their Chebyshev coefficients (log_coefficients), term by
         # term: not a matrix product, whose bits could depend on the other pieces of the batch
         by_node = values[:, :, None] * self._chebyshev[None, :, :]
@@ -264,11 +305,19 @@ class SettledSum:
         by_degree = chebyshev[:, :, None] * self._power[None, :, :]
         coef = by_degree.sum(axis=1)
         # each sum of n products errs by (n + 2) u of its terms' sum of magnitudes, and a Chebyshev coefficient's
-        # error moves the value by as much (|T_j| <= 1); Horner's rule errs by 2 n u sum |a_k| (|u| <= 1)
+        # error moves the value by as much (|T_j| <= 1); Horner's rule errs by 2 n u sum |a_k| (|u| <= 1); complex
+        # values err so in each part, sqrt(2) times that in modulus
         magnitudes = np.abs(by_node).sum(axis=(1, 2)) + np.abs(by_degree).sum(axis=(1, 2))
-        rounding = (self.n + 2) * magnitudes + 2 * self.n * np.abs(coef).sum(axis=1)
-        self._rounding = max(self._rounding, float((rounding / values.min(axis=1)).max()))
+        rounding = ((self.n + 2) * magnitudes + 2 * self.n * np.abs(coef).sum(axis=1)) * (2.0 if self.phase else 1.0)
+        self._rounding = max(self._rounding, float((rounding / moduli.min(axis=1)).max()))
         self.coef = np.concatenate([self.coef, coef])
+
+    def _chain(self, below: np.ndarray, link_sums: np.ndarray, decay: float | complex) -> np.ndarray:
+        """(2) piece by piece: the ``lag`` pieces ``below`` at their nodes, then each piece from the one ``lag`` below."""
+        values = np.concatenate([below, np.empty_like(link_sums)])
+        for r in range(link_sums.shape[0]):
+            values[r + self.lag] = link_sums[r] + decay * values[r]
+        return values
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``F(x)`` for a 2-D float64 ``x >= 0`` within the pieces built (:meth:`reach`), within :meth:`error` of it.
@@ -287,7 +336,7 @@ class SettledSum:
             if below:
                 out[low] = self._series_values(x[low])
             return out
-        out = np.empty(x.shape)
+        out = np.empty(x.shape, dtype=self.coef.dtype)
         out[low] = self._series_values(x[low])
         high = ~low
         out[high] = self._interpolate(x[high].reshape(-1, 1))[:, 0]
@@ -306,7 +355,7 @@ class SettledSum:
         """``delta``: the relative error of :meth:`__call__` over the pieces built (module docstring)."""
         grow = math.exp(self.width)
         top = max(abs(self.bottom), abs(self.bottom + self.pieces * self.width))  # the largest |y| of a piece
-        gamma = min(1.0, self._link_decay * math.exp(self.link * self.h))
+        gamma = min(1.0, self._link_moduli[1] * math.exp(self.link * self.h))
         links = self.pieces // self.lag + 2
         if gamma < 1.0:
             links = min(links, 1.0 / (1.0 - gamma))

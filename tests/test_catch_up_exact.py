@@ -870,23 +870,30 @@ def test_late_rows_of_every_layout_are_the_exact_recurrence(wd, monkeypatch):
     np.testing.assert_array_equal(params[:10], p[:10])  # no dormant step: untouched
 
 
-#: Late in a long run under a schedule (AdamCoasting._rate_sequences): (schedule, beta1, beta2, gradient scale).
+#: Late in a long run under a schedule: (schedule, beta1, beta2, gradient scale, through the settled sums).
 LATE_SCHEDULED_CASES = [
-    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.999, 0.999, 1e-6),
-    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, 1e-6),  # near the end of a cosine to 0
-    (so.schedules.warmup_cosine(1e-2, 1000, 3_000_000, 1e-2), 0.9999, 0.999, 1e-3),  # a rising cosine
-    (so.schedules.linear_warmup(1e-3, 2_000_000), 0.999, 0.9999, 1e-6),
-    (so.schedules.warmup_cosine(1e-3, 1000, 800_000, 1e-5), 0.999, 0.999, 1.0),  # after the cosine: constant
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.999, 0.999, 1e-6, True),
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_200_000, 0.0), 0.9, 0.999, 1e-6, True),  # near the end of a cosine to 0
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_000_100, 1e-5), 0.999, 0.999, 1e-6, True),  # 100 steps before its end
+    (so.schedules.warmup_cosine(1e-2, 1000, 3_000_000, 1e-2), 0.9999, 0.999, 1e-3, True),  # a flat cosine
+    (so.schedules.warmup_cosine(1e-3, 1000, 3_000_000, 3e-3), 0.9999, 0.999, 1e-3, True),  # a rising cosine
+    (so.schedules.linear_warmup(1e-3, 2_000_000), 0.999, 0.9999, 1e-6, False),
+    (so.schedules.warmup_cosine(1e-3, 1000, 800_000, 1e-5), 0.999, 0.999, 1.0, True),  # after the cosine: constant
 ]
 
 
 @pytest.mark.skipif(not EXTENDED, reason="numpy's long double is float64 on this platform")
-@pytest.mark.parametrize(("schedule", "beta1", "beta2", "scale"), LATE_SCHEDULED_CASES)
-def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_exactly(schedule, beta1, beta2, scale, monkeypatch):
-    """Under a warm-up, a cosine (falling to 1e-5 or to 0, or rising) or after it, each window's rates are a few
-    sequences of the dormant step times factors of its last step, so the windows of a float32 table late in training
-    are prefixes of those sequences (AdamCoasting._rate_sequences): each coordinate within QUADRATURE_BOUND_EPS float32
-    epsilons of its scale of the exact recurrence with every step's own rate (80-bit; measured at most 0.81)."""
+@pytest.mark.parametrize(("schedule", "beta1", "beta2", "scale", "settled"), LATE_SCHEDULED_CASES)
+def test_rows_late_in_training_under_a_schedule_are_summed_through_settled_or_prefix_sums_exactly(
+    schedule, beta1, beta2, scale, settled, monkeypatch
+):
+    """Under a cosine (falling to 1e-5 or to 0, flat or rising) or after it, each window's rates are two geometric
+    sequences of the dormant step, one complex, whose settled sums give every window (AdamCoasting._settled_rates);
+    under a warm-up they are a few sequences times factors of its last step, so the windows are prefixes of those
+    sequences (AdamCoasting._rate_sequences). Each coordinate of a float32 table late in training is within
+    QUADRATURE_BOUND_EPS float32 epsilons of its scale of the exact recurrence with every step's own rate (80-bit;
+    measured at most 0.81)."""
+    found = spy_on_prefix_sums(monkeypatch, "_settled_sums")
     results = spy_on_prefix_sums(monkeypatch)
     through = 10**6
     gaps, m, v = late_moments([9, int(beta1 * 1e4)], scale)
@@ -894,7 +901,9 @@ def test_rows_late_in_training_under_a_schedule_are_summed_through_prefix_sums_e
     last = through - gaps
     cfg = so.SparseAdamConfig(lr=schedule, beta1=beta1, beta2=beta2, eps=1e-8, mode="dense_equivalent")
     params = caught_up_rows(np.zeros(m.shape), m, v, last, through, cfg, np.float32)
-    assert results and all(r is not None for r in results)  # every window through the prefix sums
+    assert found and all((r is not None) == settled for r in found)  # every window through the settled sums
+    if not settled:
+        assert results and all(r is not None for r in results)  # every window through the prefix sums
     d1, d2, _ = _adam_coasting.dormant_factors(beta1, beta2, 1.0, np.dtype(np.float32))
     eps32 = np.longdouble(np.finfo(np.float32).eps)
     for r in np.linspace(0, rows - 1, 10).astype(int).tolist():
