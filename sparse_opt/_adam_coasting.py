@@ -353,8 +353,10 @@ PREFIX_WINDOWS = 8
 MAX_SCALE_LOG = 600.0
 #: Most values at the shared nodes (windows x nodes) per entry that :meth:`AdamCoasting._prefix_sums` keeps.
 PREFIX_NODES = 64
-#: Longest settled window summed step by step where the settled sum cannot serve it (:meth:`AdamCoasting._settled_sums`).
+#: Longest settled window that F refuses and the sum of the steps before it is not tried for (:meth:`AdamCoasting._settled_sums`).
 SHORT_WINDOW = 16
+#: Longest settled window summed step by step where neither settled sum serves it (:meth:`AdamCoasting._settled_sums`).
+STEP_WINDOW = 64
 #: Least tolerance (relative) for which late windows are summed through the settled sum (:meth:`AdamCoasting._settled_sums`).
 SETTLED_TOL = 2.0**-36
 #: Largest cancellation between the sequences of a schedule's rates that :meth:`AdamCoasting._rate_sequences` accepts.
@@ -970,7 +972,7 @@ class AdamCoasting:
         = d1 / c < 1`` and one function ``F`` of ``x`` for every window
         (:mod:`sparse_opt._settled_sum`, tabulated once for the process): an
         entry costs one evaluation of ``F``, and a second where ``d1**K F(0)``
-        exceeds ``2**-60`` of ``c**K`` times its window's least ``F``. ``r``
+        exceeds ``2**-60`` of ``c**K`` times a bound below its window's least ``F``. ``r``
         is ``d1 / c`` rounded, its exact rounding carried (none when ``c =
         1``). Under a schedule whose rates are a few geometric sequences along
         every window (:meth:`_settled_rates`: ``lr(s + i) = sum_m Re(f_m(s)
@@ -981,11 +983,12 @@ class AdamCoasting:
         factor and ``e**(i phase K)``), a window is taken where ``(delta + u)
         sum_m |f_m| (c**K |F|(x) + d1**K |F|(q**K x)) <= (tol / 8) c**K S_K``
         for every entry (``|F|``: the real ``F`` of ``r``, which bounds every
-        modulus). The others, where ``S_K`` is a small part of ``F``: at a
-        constant rate the windows of more than ``SHORT_WINDOW`` steps from the
-        steps before them where the terms rise (:meth:`_sums_before`), then
-        those of ``SHORT_WINDOW`` steps or fewer step by step, and the rest as
-        before (:meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a dtype
+        modulus; only the far windows can fail this at a constant rate). The
+        others, where ``S_K`` is a small part of ``F``: the windows of more
+        than ``SHORT_WINDOW`` steps from the steps before them where the terms
+        rise (:meth:`_sums_before`), then those of ``STEP_WINDOW`` steps or
+        fewer step by step (:meth:`_short_sums`), and the rest as before
+        (:meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a dtype
         whose tolerance allows it (not float64: ``delta`` is about ``1e-13``),
         ``F(0)`` within its range and ``c**K`` above ``exp(-MAX_SCALE_LOG)``.
         """
@@ -1013,40 +1016,60 @@ class AdamCoasting:
         wide = x.astype(np.float64)
         k_f = k.astype(np.float64)
         scale = np.power(self.c, k_f)  # c**K: 1 without decay
-        whole = modulus(wide) * scale[row_class, None]  # |F| over the window's steps and all after them
-        spread = whole.copy()
         powers = np.power(self.decay1, k_f)  # c**K r**K
-        least = modulus(x_max[:, None].astype(np.float64))[:, 0]
+        # F(x) >= r / ((1 - r) (x + eps)) (every q**i <= 1): the window's least F is above half that at its largest
+        # x (halved: whatever the roundings of r, 1 - r and the division)
+        least = 0.5 * ratio / (-math.expm1(math.log(ratio)) * (x_max + self.eps))
         far = live & (powers * modulus.ceiling > 2.0**-60 * scale * least)
-        rows = np.flatnonzero(far[row_class])
         delta = max(f.error() for f in sums) + 4.0 * U64  # and the shift q**K x, the scale c**K
         turns = [abs(phase) for _, phase in rates if phase]
         if turns:  # a complex factor f_m, e**(i phase K) (its angle phase K rounded) and the products
             delta += (8.0 + max(turns) * float(k_f[far].max(initial=0.0))) * U64
+        kappa = (delta + U64) / (self.tol / 8)  # a window is taken where kappa spread <= its sum
+        if not kappa < 1.0:
+            return None
+        every = bool(far[row_class].all())  # every row's window far: whole arrays, no gathers
+        rows = np.arange(row_class.size) if every else np.flatnonzero(far[row_class])
+        on_far = row_class if every else row_class[rows]
+        whole = modulus(wide)  # |F| over the window's steps and all after them
+        if self.c < 1.0:
+            whole *= scale[row_class, None]
         if rows.size:
-            shifted = wide[rows] * np.power(self.decay2, k_f / 2)[row_class[rows], None]
-            after = modulus(shifted) * powers[row_class[rows], None]
-            spread[rows] += after
-        acc = np.zeros(x.shape)
-        for (factor, phase), found in zip(rates, sums):
-            term = whole if not phase else found(wide) * scale[row_class, None]
-            if rows.size:  # minus the steps after the window
-                later = after if not phase else found(shifted) * powers[row_class[rows], None]
-                if phase:
-                    later = later * np.exp(1j * phase * k_f)[row_class[rows], None]
-                term = term.copy()
-                term[rows] -= later
-            if factor is None:
-                acc += term
+            shifted = (wide if every else wide[rows]) * np.power(self.decay2, k_f / 2)[on_far, None]
+            after = modulus(shifted)
+            after *= powers[on_far, None]
+        if rates[0][0] is None:  # one sum of positive terms: only the far windows can fall short of their bound
+            acc = whole
+            if rows.size:
+                part = acc if every else acc[rows]
+                wrong = after * (1.0 + kappa) > part * (1.0 - kappa)  # kappa (F + later) > F - later
+                part -= after
+                if not every:
+                    acc[rows] = part
+                bad = np.bincount(on_far, weights=wrong.sum(axis=1), minlength=s.size) > 0
             else:
+                bad = np.zeros(s.size, dtype=bool)
+        else:
+            spread = whole * sum(np.abs(factor) for factor, _ in rates)[row_class, None]
+            acc = np.zeros(x.shape)
+            for (factor, phase), found in zip(rates, sums):
+                term = whole if not phase else found(wide) * scale[row_class, None]
+                if rows.size:  # minus the steps after the window
+                    later = after if not phase else found(shifted) * powers[on_far, None]
+                    if phase:
+                        later = later * np.exp(1j * phase * k_f)[on_far, None]
+                    term = term - later if every else term.copy()
+                    if not every:
+                        term[rows] -= later
                 acc += (factor[row_class, None] * term).real
-        if len(rates) > 1 or rates[0][0] is not None:
-            spread *= sum(np.abs(factor) for factor, _ in rates)[row_class, None]
-        acc[~live[row_class]] = 0.0  # windows of no steps
-        wrong = ~((delta + U64) * spread <= (self.tol / 8) * acc) & live[row_class, None]
+            if rows.size:
+                spread[rows] += after * sum(np.abs(factor) for factor, _ in rates)[on_far, None]
+            wrong = ~(kappa * spread <= acc)
+            bad = np.bincount(row_class, weights=(wrong & live[row_class, None]).sum(axis=1), minlength=s.size) > 0
+        if not live.all():
+            acc[~live[row_class]] = 0.0  # windows of no steps
         out = acc.astype(self.dtype)
         const = np.zeros(row_class.size)
-        bad = np.bincount(row_class, weights=wrong.sum(axis=1), minlength=s.size) > 0
         tried = bad & (k > SHORT_WINDOW)
         again = np.flatnonzero(tried[row_class])
         on_rows = [(None if weight is None else weight[row_class[again]], phase) for weight, phase in rates]
@@ -1057,10 +1080,10 @@ class AdamCoasting:
             taken = fine[row_class[again]]
             out[again[taken]] = values[taken].astype(self.dtype)
             bad &= ~fine
-        short = np.flatnonzero((bad & (k <= SHORT_WINDOW))[row_class])
+        short = np.flatnonzero((bad & (k <= STEP_WINDOW))[row_class])
         if short.size:  # step by step
             out[short] = self._short_sums(wide[short], s[row_class[short]], k[row_class[short]]).astype(self.dtype)
-        bad &= k > SHORT_WINDOW
+        bad &= k > STEP_WINDOW
         if bad.any():  # the other windows whose S_K is a small part of F: as before
             windows = np.flatnonzero(bad)
             rows = np.flatnonzero(bad[row_class])
@@ -1180,17 +1203,21 @@ class AdamCoasting:
 
         ``lr_i = lr(s + i)`` under a schedule (else 1, the rate applied after).
         """
+        order = np.argsort(-k, kind="stable")  # the longest windows first: step i sums the first rows, k >= i
+        x, s, k = x[order], s[order], k[order]
         acc = np.zeros(x.shape)
-        steps = np.arange(1, int(k.max()) + 1)
+        steps = np.arange(1, int(k[0]) + 1)
         rates = None
-        if self.rate.constant is None:  # every step's rate at once (a window's steps past k: its last, weighted 0)
+        if self.rate.constant is None:  # every step's rate at once (a window's steps past k: its last, never used)
             rates = schedules.values_at(self.rate.schedule, s[:, None] + np.minimum(k[:, None], steps[None, :]))
-        for i in steps.tolist():
-            weight = np.where(k >= i, self.c ** np.maximum(k - i, 0).astype(np.float64) * self.decay1**i, 0.0)
+        for i, rows in zip(steps.tolist(), np.searchsorted(-k, -steps, side="right").tolist()):
+            weight = self.c ** (k[:rows] - i).astype(np.float64) * self.decay1**i
             if rates is not None:
-                weight *= rates[:, i - 1]
-            acc += weight[:, None] / (self.decay2 ** (i / 2) * x + self.eps)
-        return acc
+                weight *= rates[:rows, i - 1]
+            acc[:rows] += weight[:, None] / (self.decay2 ** (i / 2) * x[:rows] + self.eps)
+        out = np.empty_like(acc)
+        out[order] = acc
+        return out
 
     def _prefix_sums(
         self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray

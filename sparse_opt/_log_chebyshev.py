@@ -125,8 +125,9 @@ def log_interpolate(
     ``width[r]`` from ``lo[r] = log low[r]``; its ``x`` is clipped to
     ``[low[r], top[r]]``. ``low``, ``top``, ``lo``, ``width`` and ``pieces``
     may hold one value for every row. Rows are taken ``INTERPOLATE_BATCH``
-    entries at a time: each entry's coefficients are gathered at once (one
-    gather, not one a term) and the batch's arrays stay in cache.
+    entries at a time, so that the batch's arrays stay in cache, and each
+    term's coefficients are gathered as Horner's rule takes them (from a row of
+    ``coef.T``, contiguous: faster than gathering every term at once).
     """
     n = coef.shape[-1]
     by_term = np.ascontiguousarray(coef.T)  # (n, pieces): a term's coefficients contiguous, for the gathers
@@ -146,10 +147,12 @@ def log_interpolate(
         u *= 2.0
         u -= 1.0
         np.clip(u, -1.0, 1.0, out=u)
-        gathered = by_term.take(first[r][:, None] + piece.astype(np.int64), axis=1)  # (n, rows, C)
+        index = piece.astype(np.int64)
+        index += first[r][:, None]  # within the rows' pieces: no bounds to check
         acc = out[r]
-        acc[...] = gathered[n - 1]
+        by_term[n - 1].take(index, out=acc, mode="clip")
+        term = np.empty_like(acc)
         for j in range(n - 2, -1, -1):
             acc *= u
-            acc += gathered[j]
+            acc += by_term[j].take(index, out=term, mode="clip")
     return out

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparse_opt as so
-from sparse_opt import _settled_sum
+from sparse_opt import _adam_coasting, _settled_sum
 from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._rates import LearningRate
 from sparse_opt._settled_sum import SettledSum, settled_sum
@@ -181,7 +181,7 @@ def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2,
     assert settled is not None and settled.error() < 2e-12
     if beta1 > math.sqrt(beta2):  # the rising windows F refuses: from the steps before them (the shortest step by step)
         assert before and before[0] is not None and before[0][1].any()
-        assert short and set(np.concatenate(short).tolist()) <= {1, 2, 3, 5, 8, 16}  # refused, and 16 steps or fewer
+        assert short and set(np.concatenate(short).tolist()) <= {1, 2, 3, 5, 8, 16}  # F refused them, G is not tried
         assert not others, sorted(others)
 
 
@@ -280,6 +280,40 @@ def test_windows_under_a_cosine_are_exact_through_the_settled_sums(total, final,
             got = float(acc[r, col]) + const[r] / 1e-8
             assert abs(got - ref) <= allowed * ref + 2.0**-149, (int(k[r]), abs(got - ref) / ref)
     assert np.array_equal(acc[k == 0], np.zeros((1, 6), dtype=np.float32))
+
+
+@pytest.mark.parametrize("scheduled", [False, True])
+def test_windows_no_settled_sum_serves_are_summed_step_by_step_up_to_step_window(scheduled, monkeypatch):
+    """Where F refuses a window and the sum of the steps before it is not at hand (AdamCoasting._sums_before made to
+    decline), the windows of STEP_WINDOW (64) steps or fewer are summed step by step, each step at its own rate
+    under a cosine, and only the longer ones go to the prefix sums or the blocks: each within a float32 rounding of
+    the exact sum (4 for the others)."""
+    monkeypatch.setattr(AdamCoasting, "_sums_before", lambda self, *a: None)
+    short, refused = [], []
+    original_short = AdamCoasting._short_sums
+    monkeypatch.setattr(AdamCoasting, "_short_sums", lambda self, x, s, k: short.append(k) or original_short(self, x, s, k))
+    for name in ("_prefix_sums", "_sum_rows"):
+        original = getattr(AdamCoasting, name)
+        monkeypatch.setattr(AdamCoasting, name, lambda self, *a, _o=original, **kw: refused.append(a[3]) or _o(self, *a, **kw))
+    schedule = so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5) if scheduled else so.schedules.constant(1e-3)
+    coasting = AdamCoasting(LearningRate(schedule), 0.9999, 0.999, 1e-8, 0.0, np.float32)
+    k = np.arange(1, 121)
+    s = 10**6 - k
+    x = np.full((k.size, 2), 1e-3, dtype=np.float32)  # far above eps: the terms rise along every window
+    acc, const = coasting._settled_sums(x, np.arange(k.size), s, k, x.min(axis=1), x.max(axis=1))
+    stepped = set(np.concatenate(short).tolist())
+    others = set(np.concatenate(refused).tolist()) if refused else set()
+    assert stepped and max(stepped) <= _adam_coasting.STEP_WINDOW < min(others, default=10**9)
+    assert max(stepped) > _adam_coasting.SHORT_WINDOW
+    d1, d2 = coasting.decay1, coasting.decay2
+    lr = 1.0 if scheduled else coasting.lr
+    for r in range(k.size):
+        i = np.arange(1, int(k[r]) + 1, dtype=np.float64)
+        rates = so.schedules.values_at(schedule, s[r] + np.arange(1, int(k[r]) + 1)) / lr
+        ref = math.fsum((rates * np.power(d1, i) / (np.power(d2, i / 2) * 1e-3 + 1e-8)).tolist())
+        got = float(acc[r, 0]) + const[r] / 1e-8
+        allowed = 4 * 2.0**-23 if int(k[r]) in others else 2.0**-23
+        assert abs(got - ref) <= allowed * ref, (int(k[r]), abs(got - ref) / ref)
 
 
 def test_schedules_the_settled_sums_do_not_serve_are_declined():
