@@ -1111,17 +1111,14 @@ class AdamCoasting:
         """
         if self.rate.constant is not None:
             return [(None, 0.0)]
+        segment = self._one_segment(s, k)
+        if segment is None:
+            return None
+        kind, seg_lo = segment
         schedule = self.rate.schedule
-        if self.weight_decay or not analytic_rates.supports(schedule):
-            return None
-        live = k > 0
-        first, last = s[live] + 1, s[live] + k[live]
-        _, seg_lo, _, kind, _, _ = analytic_rates.segments(schedule, np.array([first.min()]), np.array([last.max()]))
-        if seg_lo.size != 1:
-            return None
-        if int(kind[0]) == analytic_rates.CONSTANT:
-            return [(np.full(s.size, float(schedules.values_at(schedule, seg_lo[:1])[0])), 0.0)]
-        if int(kind[0]) != analytic_rates.COSINE:
+        if kind == analytic_rates.CONSTANT:
+            return [(np.full(s.size, float(schedules.values_at(schedule, np.array([seg_lo]))[0])), 0.0)]
+        if kind != analytic_rates.COSINE:
             return None
         total, warm, peak, final = schedule.total_steps, schedule.warmup_steps, schedule.lr, schedule.final_lr
         omega = math.pi / (2.0 * (total - warm))
@@ -1339,6 +1336,20 @@ class AdamCoasting:
             at_nodes[mine] = np.add.reduceat(values, blk_start[mine] - blk_start[mine[0]], axis=0)
         return at_nodes
 
+    def _one_segment(self, s: np.ndarray, summed: np.ndarray) -> tuple[int, int] | None:
+        """``(kind, first step)`` of the one segment of a built-in schedule that holds every window's steps ``s + 1 .. s + summed``.
+
+        None with weight decay (its factors vary with the rate), for any
+        other schedule, or where the windows' steps span several segments
+        (:func:`sparse_opt._analytic_rates.segments`).
+        """
+        if self.weight_decay or not analytic_rates.supports(self.rate.schedule):
+            return None
+        live = summed > 0
+        first, last = s[live] + 1, s[live] + summed[live]
+        _, seg_lo, _, kind, _, _ = analytic_rates.segments(self.rate.schedule, np.array([first.min()]), np.array([last.max()]))
+        return (int(kind[0]), int(seg_lo[0])) if seg_lo.size == 1 else None
+
     def _rate_sequences(self, s: np.ndarray, summed: np.ndarray, s_ref: int) -> tuple | None:
         """Under a schedule, the rates of the windows as a few sequences of the dormant step: ``(summer, growth, shapes, factors)``.
 
@@ -1368,20 +1379,17 @@ class AdamCoasting:
         schedules and step decays crossing their periods are left to the
         windows one by one (None).
         """
+        segment = self._one_segment(s, summed)
+        if segment is None or segment[0] == analytic_rates.EXPONENTIAL:
+            return None
+        kind, seg_lo = segment
         schedule = self.rate.schedule
-        if self.weight_decay or not analytic_rates.supports(schedule):
-            return None
         live = summed > 0
-        first, last = s[live] + 1, s[live] + summed[live]
-        _, seg_lo, _, kind, _, _ = analytic_rates.segments(schedule, np.array([first.min()]), np.array([last.max()]))
-        if seg_lo.size != 1 or int(kind[0]) == analytic_rates.EXPONENTIAL:
-            return None
-        kind = int(kind[0])
         s_f = s.astype(np.float64)
         growth: Callable[..., np.ndarray] | None
         if kind == analytic_rates.CONSTANT:
             shapes, growth = [np.ones_like], None
-            factors = np.full((s.size, 1), float(schedules.values_at(schedule, seg_lo[:1])[0]))
+            factors = np.full((s.size, 1), float(schedules.values_at(schedule, np.array([seg_lo]))[0]))
         elif kind == analytic_rates.LINEAR:
             slope = schedule.lr / float(schedule.warmup_steps)
             shapes = [np.ones_like, np.asarray]
