@@ -357,6 +357,8 @@ PREFIX_NODES = 64
 SHORT_WINDOW = 16
 #: Longest settled window summed step by step where neither settled sum serves it (:meth:`AdamCoasting._settled_sums`).
 STEP_WINDOW = 64
+#: Longest settled window always summed step by step, before any settled sum (:meth:`AdamCoasting._settled_sums`).
+QUICK_WINDOW = 8
 #: Least tolerance (relative) for which late windows are summed through the settled sum (:meth:`AdamCoasting._settled_sums`).
 SETTLED_TOL = 2.0**-36
 #: Largest cancellation between the sequences of a schedule's rates that :meth:`AdamCoasting._rate_sequences` accepts.
@@ -984,6 +986,10 @@ class AdamCoasting:
         sum_m |f_m| (c**K |F|(x) + d1**K |F|(q**K x)) <= (tol / 8) c**K S_K``
         for every entry (``|F|``: the real ``F`` of ``r``, which bounds every
         modulus; only the far windows can fail this at a constant rate). The
+        windows of ``QUICK_WINDOW`` steps or fewer, a large share of the
+        entries when a few rows are touched at almost every step, are summed
+        step by step first (:meth:`_short_sums`: ``K`` terms cost less than
+        two evaluations of ``F``). The
         others, where ``S_K`` is a small part of ``F``: the windows of more
         than ``SHORT_WINDOW`` steps from the steps before them where the terms
         rise (:meth:`_sums_before`), then those of ``STEP_WINDOW`` steps or
@@ -1005,6 +1011,18 @@ class AdamCoasting:
         rates = self._settled_rates(s, k)
         if rates is None:
             return None
+        quick = live & (k <= QUICK_WINDOW)
+        if quick.any():  # the shortest windows step by step (cheaper than two evaluations of F), the others below
+            out, const = np.zeros(x.shape, dtype=self.dtype), np.zeros(row_class.size)
+            rows = np.flatnonzero(quick[row_class])
+            out[rows] = self._short_sums(x[rows].astype(np.float64), s[row_class[rows]], k[row_class[rows]]).astype(self.dtype)
+            if (live & ~quick).any():
+                rows = np.flatnonzero(~quick[row_class])
+                rest = self._settled_sums(x[rows], row_class[rows], s, np.where(quick, 0, k), x_min, x_max)
+                if rest is None:
+                    return None
+                out[rows], const[rows] = rest
+            return out, const
         ratio, rounding = self._settled_factors[0]
         modulus = settled_sum(ratio, self.decay2, self.eps, rounding)
         sums = [settled_sum(ratio, self.decay2, self.eps, rounding, phase) if phase else modulus for _, phase in rates]

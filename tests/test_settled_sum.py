@@ -151,7 +151,8 @@ def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2,
     or fewer it sums step by step, are within a float32 rounding (the sums are returned in the dtype) plus an eighth
     of the catch-up's tolerance of the exact S_K at every entry; the windows the bound refuses that are longer go
     to the prefix sums or the blocks (their sums are checked through the catch-up, QUADRATURE_BOUND_EPS = 4 float32
-    epsilons of the parameter's scale in test_catch_up_exact, and here within that). F takes most windows."""
+    epsilons of the parameter's scale in test_catch_up_exact, and here within that). F takes most windows; those of
+    QUICK_WINDOW (8) steps or fewer are summed step by step before it."""
     refused, before, short = [], [], []
     original_short = AdamCoasting._short_sums
     monkeypatch.setattr(AdamCoasting, "_short_sums", lambda self, x, s, k: short.append(k) or original_short(self, x, s, k))
@@ -179,6 +180,7 @@ def test_windows_of_every_length_are_exact_through_the_settled_sum(beta1, beta2,
     assert np.array_equal(acc[k == 0], np.zeros((1, 8), dtype=np.float32))
     settled = _settled_sum.settled_sum(d1 / coasting.c, d2, 1e-8)
     assert settled is not None and settled.error() < 2e-12
+    assert short and {1, 2, 3, 5, 8} <= set(np.concatenate(short).tolist())  # QUICK_WINDOW: always step by step
     if beta1 > math.sqrt(beta2):  # the rising windows F refuses: from the steps before them (the shortest step by step)
         assert before and before[0] is not None and before[0][1].any()
         assert short and set(np.concatenate(short).tolist()) <= {1, 2, 3, 5, 8, 16}  # F refused them, G is not tried
