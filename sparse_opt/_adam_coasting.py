@@ -147,10 +147,11 @@ function of ``x`` for the process (:mod:`sparse_opt._settled_sum`: pieces in
 ``log x`` built once, within about ``1e-13``). :meth:`AdamCoasting._settled_sums`
 takes each window this way where that error stays within the catch-up's
 tolerance of its sum (every window but the shortest, whose sum is a small part
-of ``F``: those of ``SHORT_WINDOW`` steps or fewer are summed step by step,
-longer ones as below). A training step late in training then costs
-one or two evaluations of ``F`` per entry and nothing per window (3.7x to
-6.4x a ``DORMANCY_DECAY`` step instead of 7x to 11x with beta1 >= 0.999;
+of ``F``: those of ``STEP_WINDOW`` steps or fewer are summed step by step,
+longer ones as below; the windows of ``QUICK_WINDOW`` steps or fewer always
+are, which costs less). A training step late in training then costs
+one or two evaluations of ``F`` per entry and nothing per window (3.1x to
+4.7x a ``DORMANCY_DECAY`` step instead of 7x to 11x with beta1 >= 0.999;
 RESULTS.md). Where ``beta1 > sqrt(beta2)`` the terms rise along a window until
 ``b x`` nears ``eps``, and the windows shorter than that are a small part of
 ``F``: those are the sum of the steps *before* them, ``G``, which converges
@@ -160,7 +161,8 @@ of every window are two geometric sequences of the dormant step, ``lr(s + i)
 = A + Re(B_s e**(-2 i omega i))`` (:meth:`AdamCoasting._settled_rates`), so
 each window is the same difference for ``F`` of ``r`` and of the complex
 ``r e**(-2 i omega)``, weighted by ``A`` and ``B_s``; after a cosine, or in a
-period of a step decay, the rate is one constant.
+period of a step decay, the rate is one constant (4.9x to 9.3x a
+``DORMANCY_DECAY`` step under the warm-up and cosine, was 11x to 23x).
 
 *Long windows: Gauss rules on pieces of steps.* ``L`` grows as ``1 / (1 -
 beta1)`` (about 35 / (1 - beta1) steps in float32: 350,000 for beta1 =
