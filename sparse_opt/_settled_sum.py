@@ -92,8 +92,10 @@ with ``z**K`` for ``d1**K``. Every bound above holds for the *moduli*: with
 errs by at most ``gamma e + LINK_ERROR`` of ``|F|``, the series' tail is below
 ``2**-62`` of ``|F|``, and on a link's ellipse ``|e**(i phase (1 + t))| <=
 e**(|phase| sigma H)`` multiplies ``R`` (a link spans at most ``LINK_TURN /
-|phase|`` steps, which keeps that factor small). The rounding of a complex
-sum or Horner's rule is that of its two parts, ``sqrt(2)`` times it in modulus
+|phase|`` steps, which keeps that factor small). A link's terms carry ``8 u``
+more (the angle ``phase (1 + t)``, below ``LINK_TURN`` and rounded to ``2 u``,
+its cosine and sine, the complex products), and the rounding of a complex sum
+or Horner's rule is that of its two parts, ``sqrt(2)`` times it in modulus
 (counted twice). So :meth:`SettledSum.error` bounds ``|F~ - F| / |F|``, and
 ``|F|`` is computed alongside at every node.
 
@@ -359,7 +361,8 @@ class SettledSum:
         links = self.pieces // self.lag + 2
         if gamma < 1.0:
             links = min(links, 1.0 / (1.0 - gamma))
-        chain = 4 * U + (GAUSS_TOL + (24 + 4 * top) * U) * links
+        turn = 8 if self.phase else 0  # a complex term's angle and products
+        chain = 4 * U + (GAUSS_TOL + (24 + turn + 4 * top) * U) * links
         rounding = 3 * grow * self._rounding * U + 8 * (top + 1) * U
         return INTERPOLATION_TOL + 3 * grow * chain + rounding
 
