@@ -27,7 +27,9 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    touched about ``r`` steps ago (times a uniform factor in [0.5, 2]): the
    touched rows' gaps spread from one step to 10**5 and beyond, as a long run's
    would, instead of the few dozen steps of 1. With a schedule grid
-   (``--schedule-scales``), also under the schedule of 3, as Adam. And the
+   (``--schedule-scales``), also under the schedule of 3, and under the step
+   decay and the exponential decay of 5 (a drop just after step 10**6: every
+   window crosses it), as Adam. And the
    same for SGD (momentum 0.9, with and without coupled ``weight_decay``
    0.01, at the constant rate and under the schedule), against LAZY.
 5. **Every optimizer and schedule**: the gap measurement of 2 (the shortest
@@ -81,11 +83,15 @@ EVERY_SCHEDULES = {
 
 
 def make_optimizer(
-    table: np.ndarray, mode: str, beta1: float, beta2: float, scheduled: bool = False, weight_decay: float = 0.0
+    table: np.ndarray, mode: str, beta1: float, beta2: float, scheduled: object = False, weight_decay: float = 0.0
 ) -> so.SparseAdamTable:
-    """A SparseAdamTable in ``mode`` with lr 1e-3 (or :data:`SCHEDULE`), eps 1e-8 (torch's defaults), the given betas
-    and decoupled ``weight_decay``."""
-    lr = SCHEDULE if scheduled else 1e-3
+    """A SparseAdamTable in ``mode`` with lr 1e-3 (``scheduled``: :data:`SCHEDULE` if True, or that schedule), eps 1e-8
+    (torch's defaults), the given betas and decoupled ``weight_decay``."""
+    lr: object = 1e-3
+    if scheduled is True:
+        lr = SCHEDULE
+    elif scheduled is not False:
+        lr = scheduled
     config = so.SparseAdamConfig(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=weight_decay, mode=mode)
     return so.SparseAdamTable(table, config)
 
@@ -222,10 +228,10 @@ def every_grid(args: argparse.Namespace) -> None:
 
 
 def late_ratio(
-    args: argparse.Namespace, scale: float, beta1: float, beta2: float, scheduled: bool = False
+    args: argparse.Namespace, scale: float, beta1: float, beta2: float, scheduled: object = False
 ) -> tuple[float, float, float]:
     """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY from a late state (module docstring, 4), and their ratio
-    (``scheduled``: both under :data:`SCHEDULE`, as Adam)."""
+    (``scheduled``: both under :data:`SCHEDULE` if True, or that schedule, as Adam)."""
     rng = np.random.default_rng([args.seed, 3])
     base = rng.standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
     rank = np.arange(1, args.rows + 1)
@@ -352,6 +358,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
                 de, dd, ratio = late_ratio(args, scale, beta1, beta2, scheduled=True)
                 print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
+            for name in ("step_decay", "exponential"):  # a drop just after LATE_STEP: every window crosses it
+                print(f"\n## Late training under {EVERY_SCHEDULES[name]!r} (Adam), otherwise as above\n")
+                print(f"{'scale':>8} {'beta1':>7} {'beta2':>7} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7}")
+                for scale, beta1, beta2 in itertools.product(args.late_scales, args.gap_beta1s, args.beta2s):
+                    de, dd, ratio = late_ratio(args, scale, beta1, beta2, scheduled=EVERY_SCHEDULES[name])
+                    print(f"{scale:>8.0e} {beta1:>7} {beta2:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
         print("\n## Late training as SGD, momentum 0.9, gradient scale 1: DENSE_EQUIVALENT against LAZY\n")
         print(f"{'schedule':>14} {'wd':>5} {'DE ms':>9} {'LAZY ms':>9} {'DE/LAZY':>8}")
         for scheduled, weight_decay in itertools.product((False, True), (0.0, 0.01)):

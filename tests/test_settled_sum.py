@@ -241,26 +241,37 @@ def test_a_phase_beyond_its_largest_is_declined():
 
 
 #: (schedule's total steps, final rate, beta1, beta2, gradient scale): cosines from 1e-3 after 1000 steps of warm-up.
+#: (schedule, beta1, beta2, gradient scale, whether windows cross its breaks): late in training, windows to 10**6.
 SCHEDULED_WINDOW_CASES = [
-    (2_000_000, 1e-5, 0.999, 0.999, 1e-6),
-    (2_000_000, 1e-5, 0.9999, 0.999, 1.0),  # terms that rise along the window
-    (1_100_000, 0.0, 0.9, 0.9999, 1e-3),  # falling to 0 a hundred thousand steps after
-    (3_000_000, 3e-3, 0.9999, 0.9999, 1e-6),  # a rising cosine
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.999, 0.999, 1e-6, False),
+    (so.schedules.warmup_cosine(1e-3, 1000, 2_000_000, 1e-5), 0.9999, 0.999, 1.0, False),  # terms that rise
+    (so.schedules.warmup_cosine(1e-3, 1000, 1_100_000, 0.0), 0.9, 0.9999, 1e-3, False),  # falling to 0 later
+    (so.schedules.warmup_cosine(1e-3, 1000, 3_000_000, 3e-3), 0.9999, 0.9999, 1e-6, False),  # a rising cosine
+    (so.schedules.warmup_cosine(1e-3, 1000, 960_000, 1e-5), 0.999, 0.999, 1e-6, True),  # the cosine ends inside
+    (so.schedules.exponential(1e-3, 0.999999), 0.999, 0.9999, 1e-6, False),
+    (so.schedules.exponential(1e-3, 0.99999), 0.9999, 0.999, 1.0, False),  # terms that rise
+    (so.schedules.step_decay(1e-3, 30_000, 0.5), 0.999, 0.999, 1e-6, True),  # up to four drops inside
+    (so.schedules.step_decay(1e-2, 70_000, 0.1), 0.9999, 0.999, 1.0, True),  # one drop, 20,000 steps before
 ]
 
 
-@pytest.mark.parametrize(("total", "final", "beta1", "beta2", "scale"), SCHEDULED_WINDOW_CASES)
-def test_windows_under_a_cosine_are_exact_through_the_settled_sums(total, final, beta1, beta2, scale, monkeypatch):
-    """AdamCoasting._settled_sums under a cosine for windows of 0 to 10**5 settled steps ending at step 10**6:
-    sum_i lr(s + i) d1**i / (q**i x + eps), lr(s + i) = A + Re(B_s e**(-2 i omega i)) (AdamCoasting._settled_rates), from
-    the settled sums of d1 and d1 e**(-2 i omega), or from the steps before the window, or step by step: within a
-    float32 rounding plus an eighth of the catch-up's tolerance of the exact sum with every step's own rate at every
-    entry; the others (the prefix sums or the blocks) within 4 float32 roundings. The settled sums take most windows."""
+@pytest.mark.parametrize(("schedule", "beta1", "beta2", "scale", "breaks"), SCHEDULED_WINDOW_CASES)
+def test_windows_under_a_schedule_are_exact_through_the_settled_sums(schedule, beta1, beta2, scale, breaks, monkeypatch):
+    """AdamCoasting._settled_sums under a schedule for windows of 0 to 10**5 settled steps ending at step 10**6:
+    sum_i lr(s + i) d1**i / (q**i x + eps), with lr(s + i) = A + Re(B_s e**(-2 i omega i)) on a cosine, lr(s + 1) /
+    gamma gamma**i under an exponential decay, a constant in a step decay's period (AdamCoasting._settled_rates), from
+    the settled sums of d1, d1 e**(-2 i omega) or d1 gamma, or from the steps before the window, or step by step:
+    within a float32 rounding plus an eighth of the catch-up's tolerance of the exact sum with every step's own rate at
+    every entry; a window across a break is cut into pieces (AdamCoasting._settled_pieces), each so, and their sum
+    rounded once more (3 roundings); the others (the prefix sums or the blocks) within 4 float32 roundings. The settled
+    sums take most windows."""
     refused = []
     for name in ("_prefix_sums", "_sum_rows"):
         original = getattr(AdamCoasting, name)
         monkeypatch.setattr(AdamCoasting, name, lambda self, *a, _o=original, **kw: refused.append(a[3]) or _o(self, *a, **kw))
-    schedule = so.schedules.warmup_cosine(1e-3, 1000, total, final)
+    pieces = []
+    original_pieces = AdamCoasting._settled_pieces
+    monkeypatch.setattr(AdamCoasting, "_settled_pieces", lambda self, *a: pieces.append(original_pieces(self, *a)) or pieces[-1])
     coasting = AdamCoasting(LearningRate(schedule), beta1, beta2, 1e-8, 0.0, np.float32)
     rng = np.random.default_rng(4)
     k = np.unique(np.concatenate([[0, 1, 2, 3, 5, 8, 16, 17, 40], rng.integers(1, 10**5, 80)]))
@@ -271,11 +282,12 @@ def test_windows_under_a_cosine_are_exact_through_the_settled_sums(total, final,
     acc, const = found
     others = set(np.concatenate(refused).tolist()) if refused else set()
     assert len(others) < k.size / 4
+    assert any(p is not None for p in pieces) == breaks  # windows across a break: cut into pieces
     d1, d2 = coasting.decay1, coasting.decay2
     for r in np.flatnonzero(k).tolist():
         i = np.arange(1, int(k[r]) + 1, dtype=np.float64)
         rates = so.schedules.values_at(schedule, s[r] + np.arange(1, int(k[r]) + 1))
-        allowed = 4 * 2.0**-23 if int(k[r]) in others else 2.0**-24 + coasting.tol / 8
+        allowed = 4 * 2.0**-23 if others else (3 if breaks else 1) * 2.0**-24 + coasting.tol / 8
         for col in (0, 5):
             terms = rates * np.power(d1, i) / (np.power(d2, i / 2) * float(x[r, col]) + 1e-8)
             ref = math.fsum(terms.tolist())
@@ -318,23 +330,33 @@ def test_windows_no_settled_sum_serves_are_summed_step_by_step_up_to_step_window
         assert abs(got - ref) <= allowed * ref, (int(k[r]), abs(got - ref) / ref)
 
 
-def test_schedules_the_settled_sums_do_not_serve_are_declined():
-    """Windows across the cosine's end, in its warm-up, under an exponential decay or AdamW under a schedule: None
-    (their windows go to the prefix sums or the blocks)."""
+def test_the_rates_of_settled_windows_are_their_sequences_or_declined():
+    """AdamCoasting._settled_rates: a cosine's windows take a constant and a complex sequence, after it one constant,
+    an exponential decay's its gamma; windows across the cosine's end (cut into pieces before), in a warm-up, or AdamW
+    under a schedule (its decay varies with the rate) are declined, and _settled_pieces declines the warm-up, AdamW
+    and windows that cross no break."""
     cosine = so.schedules.warmup_cosine(1e-3, 1000, 1_000_000, 1e-5)
     k = np.array([10, 1000])
     for schedule, s, wd in [
         (cosine, 10**6 - k + 5, 0.0),  # the last window crosses the end
         (so.schedules.linear_warmup(1e-3, 2_000_000), 10**6 - k, 0.0),
-        (so.schedules.exponential(1e-3, 0.999999), 10**6 - k, 0.0),
         (cosine, 900_000 - k, 0.01),
     ]:
         coasting = AdamCoasting(LearningRate(schedule, wd), 0.9, 0.999, 1e-8, wd, np.float32)
         assert coasting._settled_rates(s, k) is None
     coasting = AdamCoasting(LearningRate(cosine), 0.9, 0.999, 1e-8, 0.0, np.float32)
-    assert len(coasting._settled_rates(900_000 - k, k)) == 2
-    after = AdamCoasting(LearningRate(cosine), 0.9, 0.999, 1e-8, 0.0, np.float32)._settled_rates(1_100_000 - k, k)
-    assert after is not None and len(after) == 1 and np.all(after[0][0] == 1e-5) and after[0][1] == 0.0
+    rates = coasting._settled_rates(900_000 - k, k)
+    assert len(rates) == 2 and rates[1][1] == -math.pi / 999_000 and rates[1][0].dtype == np.complex128
+    after = coasting._settled_rates(1_100_000 - k, k)
+    assert after is not None and len(after) == 1 and np.all(after[0][0] == 1e-5) and after[0][1:] == (0.0, 1.0)
+    decay = so.schedules.exponential(1e-3, 0.999999)
+    rates = AdamCoasting(LearningRate(decay), 0.9, 0.999, 1e-8, 0.0, np.float32)._settled_rates(10**6 - k, k)
+    assert len(rates) == 2 and rates[1][1:] == (0.0, 0.999999)
+    np.testing.assert_allclose(rates[1][0] * 0.999999 ** k, decay(10**6) * 0.999999**0, rtol=1e-12)
+    x = np.full((2, 3), 1e-6, dtype=np.float32)
+    for schedule, s, wd in [(so.schedules.linear_warmup(1e-3, 2_000_000), 10**6 - k, 0.0), (cosine, 900_000 - k, 0.01), (cosine, 900_000 - k, 0.0)]:
+        coasting = AdamCoasting(LearningRate(schedule, wd), 0.9, 0.999, 1e-8, wd, np.float32)
+        assert coasting._settled_pieces(x, np.arange(2), s, k, x.min(axis=1), x.max(axis=1)) is None
 
 
 def test_ratio_rounding_is_the_exact_relative_rounding():
