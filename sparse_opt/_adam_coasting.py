@@ -166,7 +166,7 @@ rates are ``lr(s + 1) / gamma gamma**i``, the ``F`` of ``r gamma``. A window
 across the schedule's breaks (a step decay's drops, the cosine's end) is cut
 into pieces, each a window of its own seen at ``q**o x`` and weighted
 ``beta1**o`` (:meth:`AdamCoasting._settled_pieces`). Late training then
-costs 4.9x to 9.3x a ``DORMANCY_DECAY`` step under the warm-up and cosine (was
+costs 4.8x to 9.3x a ``DORMANCY_DECAY`` step under the warm-up and cosine (was
 11x to 23x), 3.5x to 7.4x under an exponential decay (was 28x to 183x) and
 3.2x to 7.5x under a step decay whose drops fall inside the windows (was 12x
 to 152x).
