@@ -975,7 +975,14 @@ class AdamCoasting:
         return out, const[row_class]
 
     def _settled_sums(
-        self, x: np.ndarray, row_class: np.ndarray, s: np.ndarray, k: np.ndarray, x_min: np.ndarray, x_max: np.ndarray
+        self,
+        x: np.ndarray,
+        row_class: np.ndarray,
+        s: np.ndarray,
+        k: np.ndarray,
+        x_min: np.ndarray,
+        x_max: np.ndarray,
+        rates: list[tuple[np.ndarray | None, float, float]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """:meth:`_sum_rows` late in training through the settled sum ``F``; None where it does not apply.
 
@@ -1011,6 +1018,8 @@ class AdamCoasting:
         (:meth:`_prefix_sums` or :meth:`_sum_rows`). Requires a dtype
         whose tolerance allows it (not float64: ``delta`` is about ``1e-13``),
         ``F(0)`` within its range and ``c**K`` above ``exp(-MAX_SCALE_LOG)``.
+        ``rates``, when given, are the windows' :meth:`_settled_rates` (found
+        by the caller: the windows after the quick ones).
         """
         live = k > 0
         if (
@@ -1022,12 +1031,13 @@ class AdamCoasting:
             or (self.c < 1.0 and float(k.max()) * -math.log(self.c) > MAX_SCALE_LOG)
         ):
             return None
-        pieces = self._settled_pieces(x, row_class, s, k, x_min, x_max) if self.rate.constant is None else None
-        if pieces is not None:
-            return pieces
-        rates = self._settled_rates(s, k)
         if rates is None:
-            return None
+            pieces = self._settled_pieces(x, row_class, s, k, x_min, x_max) if self.rate.constant is None else None
+            if pieces is not None:
+                return pieces
+            rates = self._settled_rates(s, k)
+            if rates is None:
+                return None
         quick = live & (k <= QUICK_WINDOW)
         if quick.any():  # the shortest windows step by step (cheaper than two evaluations of F), the others below
             out, const = np.zeros(x.shape, dtype=self.dtype), np.zeros(row_class.size)
@@ -1035,7 +1045,7 @@ class AdamCoasting:
             out[rows] = self._short_sums(x[rows].astype(np.float64), s[row_class[rows]], k[row_class[rows]]).astype(self.dtype)
             if (live & ~quick).any():
                 rows = np.flatnonzero(~quick[row_class])
-                rest = self._settled_sums(x[rows], row_class[rows], s, np.where(quick, 0, k), x_min, x_max)
+                rest = self._settled_sums(x[rows], row_class[rows], s, np.where(quick, 0, k), x_min, x_max, rates)
                 if rest is None:
                     return None
                 out[rows], const[rows] = rest
@@ -1104,7 +1114,9 @@ class AdamCoasting:
                     if not every:
                         term[rows] -= later
                 acc += (factor[row_class, None] * term).real
-            if rows.size:
+            if every:
+                spread += after * magnitude[on_far, None]
+            elif rows.size:
                 spread[rows] += after * magnitude[on_far, None]
             wrong = ~(kappa * spread <= acc)
             bad = np.bincount(row_class, weights=(wrong & live[row_class, None]).sum(axis=1), minlength=s.size) > 0
