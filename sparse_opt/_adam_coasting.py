@@ -313,6 +313,7 @@ from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
 from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
+from sparse_opt._powers import power, steps_below
 from sparse_opt._rates import RATE_MEMO, LearningRate
 from sparse_opt._settled_sum import U as U64
 from sparse_opt._settled_sum import SettledSum, ratio_rounding, root_ratio, settled_sum
@@ -434,11 +435,11 @@ class AdamCoasting:
         self.m_floor = stall_floor(1.0 - beta1, self.dtype, lerp=True)
         self.v_floor = stall_floor(beta2, self.dtype, lerp=False)
         # u_n(j) == 1 to rounding from this step on
-        self.settled = max(_steps_below(beta1, eps_of(self.dtype) / 64), _steps_below(beta2, eps_of(self.dtype) / 64))
+        self.settled = max(steps_below(beta1, eps_of(self.dtype) / 64), steps_below(beta2, eps_of(self.dtype) / 64))
         #: From this step on both bias corrections are 1 in float64 (``beta**j < 2**-54``; see _summed_steps).
-        self.exact_one = max(_steps_below(beta1, 2.0**-54), _steps_below(beta2, 2.0**-54))
+        self.exact_one = max(steps_below(beta1, 2.0**-54), steps_below(beta2, 2.0**-54))
         #: From this step on, ``beta**j <= 2**-60`` for both betas (:meth:`_piece_nodes`).
-        self._bias_settled = max(_steps_below(beta1, 2.0**-60), _steps_below(beta2, 2.0**-60))
+        self._bias_settled = max(steps_below(beta1, 2.0**-60), steps_below(beta2, 2.0**-60))
         # the pieces of the Gauss rules (_plan, _piece_nodes): the rates at which a term can change per step,
         # |log(d1 / c)| and |log d2| / 2 (the largest pieces: 2**cap <= 1 / (their sum) where b x counts and
         # 1 / |log(d1 / c)| where every term is w / eps)
@@ -518,8 +519,8 @@ class AdamCoasting:
     def _u(self, j: np.ndarray) -> np.ndarray:
         """``u_n(j)`` for every term ``n`` (axis 0) and step ``j >= 1`` (further axes)."""
         j = j.astype(np.float64)
-        bc1 = 1.0 - self.beta1**j
-        bc2 = 1.0 - self.beta2**j
+        bc1 = 1.0 - power(self.beta1, j)
+        bc2 = 1.0 - power(self.beta2, j)
         return bc2[None] ** self.powers.reshape(-1, *([1] * j.ndim)) / bc1[None]
 
     def _recent_weights(self, through: int) -> np.ndarray:
@@ -655,7 +656,7 @@ class AdamCoasting:
             return p, m, v
         dtype, shape = self.dtype, p.shape
         k = gap.astype(np.float64)
-        decay2 = (self.decay2**k).astype(dtype)
+        decay2 = power(self.decay2, k).astype(dtype)
         dormant = np.broadcast_to(gap > 0, shape)
         coasting = dormant & (m != 0)
         zero_zero = replay = None
@@ -700,9 +701,9 @@ class AdamCoasting:
         if self.weight_decay and self.rate.constant is None:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
         elif self.c != 1.0:
-            p *= (self.c**k).astype(dtype)
+            p *= power(self.c, k).astype(dtype)
         m_start, v_start = m.copy(), v.copy()
-        m *= (self.decay1**k).astype(dtype)
+        m *= power(self.decay1, k).astype(dtype)
         v *= decay2
         _stall(m, m_start, self.m_floor)
         _stall(v, v_start, self.v_floor)
@@ -725,7 +726,7 @@ class AdamCoasting:
         whole rows costs less than two over masked parts.
         """
         window = np.minimum(gap, self.window)
-        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - self.beta2 ** (last + window).astype(np.float64))
+        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - power(self.beta2, last + window))
         with np.errstate(divide="ignore"):
             return b_last, (self.eps / (THETA * b_last)).astype(self.dtype)
 
@@ -778,7 +779,7 @@ class AdamCoasting:
         if long.any():
             weights[:, long] = self._full_weights(last[long])[:terms]
         if not scheduled:  # (under a schedule the rates are in the weights, and there is no decay)
-            weights = weights * (self.lr * self.c ** gap.astype(np.float64))
+            weights = weights * (self.lr * power(self.c, gap))
         weights = weights.astype(self.dtype)
         # lr m S = lr c**k m / x * sum_n P_n (-eps / x)**n, by Horner's rule
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -859,7 +860,7 @@ class AdamCoasting:
         head = np.maximum(latest - classes, 0)  # steps before it (0 for the rows touched on the step before)
         tail = int(gaps[np.searchsorted(classes, latest)])  # the steps every dormant row is dormant for
         windows = share = None
-        scale = self.decay2 ** (head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
+        scale = power(self.decay2, head / 2)  # b of step latest + l, seen from s: beta2**(head / 2) b_l(latest)
         if classes.size > 1 and self.reverse:  # windows cut from the end: the steps after `latest` are shared
             alone = np.minimum(gaps, self._reverse_window(classes, gaps)).sum()
             heads = np.minimum(head, self._reverse_window(classes, head)).sum()
@@ -888,7 +889,7 @@ class AdamCoasting:
                     np.array([float((x_low * scale[row_class]).min())]),
                     np.array([float((x_row * scale[row_class]).max())]),
                 )
-                later = self.decay1 ** head[row_class]
+                later = power(self.decay1, head[row_class])
                 tail_decay = self._decay(latest, latest + tail)
                 acc *= self.dtype.type(tail_decay)
                 acc += acc_s * later.astype(self.dtype)[:, None]
@@ -1064,8 +1065,8 @@ class AdamCoasting:
             return None
         wide = x.astype(np.float64)
         k_f = k.astype(np.float64)
-        scale = np.power(self.c, k_f)  # c**K: 1 without decay
-        powers = np.power(self.decay1, k_f)  # c**K r**K
+        scale = power(self.c, k_f)  # c**K: 1 without decay
+        powers = power(self.decay1, k_f)  # c**K r**K
         # F(x) >= r / ((1 - r) (x + eps)) (every q**i <= 1): the window's least F is above half that at its largest
         # x (halved: whatever the roundings of r, 1 - r and the division)
         least = 0.5 * ratio / (-math.expm1(math.log(ratio)) * (x_max + self.eps))
@@ -1084,7 +1085,7 @@ class AdamCoasting:
         if self.c < 1.0:
             whole *= scale[row_class, None]
         if rows.size:
-            shifted = (wide if every else wide[rows]) * np.power(self.decay2, k_f / 2)[on_far, None]
+            shifted = (wide if every else wide[rows]) * power(self.decay2, k_f / 2)[on_far, None]
             after = modulus(shifted)
             after *= powers[on_far, None]
         if rates[0][0] is None:  # one sum of positive terms: only the far windows can fall short of their bound
@@ -1224,14 +1225,14 @@ class AdamCoasting:
         piece = np.repeat(np.arange(owner.size), counts[owner])  # each expanded row's piece
         within = np.arange(piece.size) - np.repeat(np.cumsum(counts[owner]) - counts[owner], counts[owner])
         rows = by_window[first[owner][piece] + within]  # each expanded row's row of x
-        shift = np.power(self.decay2, offset / 2.0)
+        shift = power(self.decay2, offset / 2.0)
         found = self._settled_sums(
             x[rows].astype(np.float64) * shift[piece, None], piece, lo - 1, hi - lo + 1, x_min[owner] * shift, x_max[owner] * shift
         )
         if found is None:
             return None
         acc, const = found
-        weight = np.power(self.decay1, offset.astype(np.float64))
+        weight = power(self.decay1, offset)
         out, total = np.zeros(x.shape), np.zeros(row_class.size)
         rank = np.arange(owner.size) - np.searchsorted(owner, owner)  # a piece's place in its window
         for r in range(int(rank.max()) + 1):  # the rows of one rank's pieces are distinct
@@ -1264,7 +1265,7 @@ class AdamCoasting:
         do not rise, or an ``x`` or ``q**K x`` is 0 or beyond ``F'``'s pieces.
         """
         k_f = k.astype(np.float64)
-        shifted = x * np.power(self.decay2, k_f / 2)[:, None]
+        shifted = x * power(self.decay2, k_f / 2)[:, None]
         if not (shifted > 0).all():
             return None
         found: dict[tuple[float, float], SettledSum] = {}  # by (gamma, phase): each sequence's F' and its moduli'
@@ -1282,7 +1283,7 @@ class AdamCoasting:
         def before(f: SettledSum, z: np.ndarray) -> np.ndarray:
             return 1.0 / (z + self.eps) + f(1.0 / z) / (z * self.eps)
 
-        scale, powers = np.power(self.c, k_f)[:, None], np.power(self.decay1, k_f)[:, None]
+        scale, powers = power(self.c, k_f)[:, None], power(self.decay1, k_f)[:, None]
         moduli = {  # |G| of each gamma, from the steps before the window and before its end
             gamma: (before(found[gamma, 0.0], x) * scale, before(found[gamma, 0.0], shifted) * powers * np.power(gamma, k_f)[:, None])
             for gamma in {gamma for _, _, gamma in rates}
@@ -1431,7 +1432,7 @@ class AdamCoasting:
                 return None
             summer, (owner, b, w) = self, self._window_terms(*steps, np.full(stretches, x_hi[0]))
             with np.errstate(over="ignore"):
-                factors = (self.c ** (k - k_ref).astype(np.float64))[:, None]
+                factors = power(self.c, k - k_ref)[:, None]
             weights = [w]
         else:
             found = self._rate_sequences(s, summed, s_ref)
@@ -2151,7 +2152,7 @@ class AdamCoasting:
             )
             if self.decay2 > 0:
                 log2 = -math.log(self.beta2) if self.beta2 > 0 else math.inf
-                r = np.power(self.beta2, left)
+                r = power(self.beta2, left)
                 psi = minor * self._rates[1] + np.arctan(r * np.minimum(1.0, minor * log2) / (1.0 - r)) / 2
                 top = _one_minus_power(self.beta2, centre + major) + r * np.minimum(2.0, minor * log2)
                 ratio = np.exp(self._rates[1] * (major + h)) * np.sqrt(top / _one_minus_power(self.beta2, start[:, None] + 0.0))
@@ -2209,7 +2210,7 @@ class AdamCoasting:
         to the step where ``1 - beta**j`` rounds to 1 (``37 / (1 - beta)``
         steps), at most ``MAX_BIAS_TABLE``; later steps are computed per call.
         """
-        near = min(_steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
+        near = min(steps_below(beta, 0.5), MAX_BIAS_TABLE) if beta > 0 else 1
 
         def fill(n: np.ndarray) -> np.ndarray:
             out = 1.0 - np.power(beta, n.astype(np.float64))
@@ -2218,7 +2219,7 @@ class AdamCoasting:
             return np.sqrt(out) if root else out
 
         # from the step where beta**j < 2**-54 on, 1 - beta**j rounds to 1: the table stops there
-        return _table(("bias", beta, root), fill, np.minimum(steps, _steps_below(beta, 2.0**-54)))
+        return _table(("bias", beta, root), fill, np.minimum(steps, steps_below(beta, 2.0**-54)))
 
     def _powers(self, base: float, scale: float, n: np.ndarray) -> np.ndarray:
         """``base ** (scale * n)`` for the int64 ``n >= 0``, tabled (:meth:`_table`)."""
@@ -2239,7 +2240,7 @@ class AdamCoasting:
         q = self.decay1 / self._c_low
         if q == 0.0:
             return np.ones(s.shape, dtype=np.int64)
-        g1 = np.sqrt(1.0 - self.beta2 ** (s + 1).astype(np.float64))
+        g1 = np.sqrt(1.0 - power(self.beta2, s + 1))
         best = np.full(s.shape, np.inf)
         with np.errstate(divide="ignore", over="ignore"):
             if self.eps > 0:
@@ -2401,13 +2402,13 @@ class AdamCoasting:
             elif self.c != 1.0:
                 pa = pa * dt(self.c)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                denom = np.sqrt(va) / np.sqrt(1.0 - self.beta2**j).astype(self.dtype) + eps
-                pa = pa - (ma / denom) * (lr / (1.0 - self.beta1**j)).astype(self.dtype)
+                denom = np.sqrt(va) / np.sqrt(1.0 - power(self.beta2, j)).astype(self.dtype) + eps
+                pa = pa - (ma / denom) * (lr / (1.0 - power(self.beta1, j))).astype(self.dtype)
             p[active], m[active], v[active] = pa, ma, va
             left = k[active] - i
             finished = (left <= 0) | np.isnan(pa) | (ma == 0)
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                scale = peak * np.abs(ma.astype(np.float64)) / (1.0 - self.beta1 ** (j + 1))
+                scale = peak * np.abs(ma.astype(np.float64)) / (1.0 - power(self.beta1, j + 1))
                 bound = np.full(pa.shape, np.inf)
                 if self.eps > 0 and self.decay1 < 1:
                     bound = scale * self.decay1 / ((1.0 - self.decay1) * self.eps)
@@ -2425,7 +2426,7 @@ class AdamCoasting:
         if scheduled and self.weight_decay:  # every coordinate is caught up through the same step
             p *= self.rate.decay(s + stopped, through, self.dtype).astype(self.dtype)
         elif self.c != 1.0:
-            p *= (self.c ** rest.astype(np.float64)).astype(self.dtype)
+            p *= power(self.c, rest).astype(self.dtype)
         return p
 
 
@@ -2664,10 +2665,3 @@ def dormant_factors(beta1: float, beta2: float, shrink: float, dtype: np.dtype) 
 def eps_of(dtype: np.dtype) -> float:
     """The machine epsilon of ``dtype``."""
     return float(np.finfo(dtype).eps)
-
-
-def _steps_below(beta: float, level: float) -> int:
-    """The first ``j`` with ``beta**j < level`` (1 when ``beta == 0``)."""
-    if beta == 0.0:
-        return 1
-    return max(1, math.ceil(math.log(level) / math.log(beta)) + 1)

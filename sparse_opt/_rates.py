@@ -42,6 +42,7 @@ import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
+from sparse_opt._powers import power
 from sparse_opt._validation import check_decoupled_decay
 
 #: Steps whose rates a decay product asks for at once (bounded temporaries over long gaps).
@@ -228,7 +229,7 @@ class LearningRate:
             return np.ones(last.shape)
         if self.constant is not None:
             c = float(np.asarray(1.0 - self.constant * self.weight_decay, dtype=dtype))
-            return c ** (through - last).astype(np.float64)
+            return power(c, through - last)
         runs = self.runs(dtype)
         if runs is not None:
             return self._decay_by_runs(last, through, *runs)

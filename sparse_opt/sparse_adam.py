@@ -70,6 +70,7 @@ import numpy as np
 
 from sparse_opt._adam_coasting import AdamCoasting, dormant_factors
 from sparse_opt._gather import gather, scatter
+from sparse_opt._powers import power
 from sparse_opt._rates import LearningRate
 from sparse_opt._rounding import Precision, check_rounding, check_seed, check_state_dtype, fma, lerp
 from sparse_opt._sparse_base import SparseOptimizer, Target, addressed
@@ -258,7 +259,7 @@ def sparse_adam_update(
         else:  # DORMANCY_DECAY: gap zero-gradient steps' factors, as dense Adam in this dtype applies them
             gap = (step - last).astype(np.float64)
             factors = dormant_factors(beta1, beta2, shrink, dtype)
-            decay1, decay2, decay_p = ((f**gap).astype(dtype) for f in factors)
+            decay1, decay2, decay_p = (power(f, gap).astype(dtype) for f in factors)
             if param_decay is not None:
                 decay_p = as_column(param_decay, g.ndim).astype(dtype)
     with np.errstate(all="ignore"):  # a non-finite v is refused below, before anything is written
