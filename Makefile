@@ -41,9 +41,11 @@ test-e2e: $(STAMP)
 # (CPU), fbgemm-gpu-cpu 1.8.0 (the build that loads beside it; 1.9.0 needs torch 2.14) and torchrec 1.8.0
 # installed --no-deps (its metadata pulls the 498 MB CUDA fbgemm-gpu) with the few packages it needs.
 # Runs torch, FBGEMM, TorchRec (one process and two) live; TensorFlow where it is installed (skipped here).
+# Also DENSE_EQUIVALENT against torch's Adam, AdamW and SGD under random schedules (test_torch_live_schedules.py).
 LIVE_VENV ?= .venv-live
 LIVE_STAMP := $(LIVE_VENV)/.installed
-LIVE_TESTS := tests/test_conformance_libraries.py tests/test_conformance_fbgemm.py tests/test_conformance_torchrec.py
+LIVE_TESTS := tests/test_conformance_libraries.py tests/test_conformance_fbgemm.py tests/test_conformance_torchrec.py \
+	tests/test_torch_live_schedules.py
 $(LIVE_STAMP): pyproject.toml
 	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
 	$(LIVE_VENV)/bin/python -m pip install torch==2.13.0 fbgemm-gpu-cpu==1.8.0 tensordict==0.15.3 \
