@@ -1250,6 +1250,29 @@ def test_log_interpolants_are_the_polynomials_of_their_pieces_whatever_the_batch
     assert np.abs(interpolant - expected).max() <= 1e-14 * math.e
 
 
+def test_complex_log_interpolants_are_complex_horners_rule() -> None:
+    """Complex coefficients (the settled sums under a cosine) are evaluated as their real and imaginary parts: bit for
+    bit the real evaluations of the parts, and complex Horner's rule in u (written out here) to rounding."""
+    rng = np.random.default_rng(8)
+    rows, cols, pieces, n = 200, 5, 6, 8
+    x = np.exp(rng.uniform(-3.5, 3.5, (rows, cols)))
+    low, top = np.array([math.exp(-3.0)]), np.array([math.exp(3.0)])
+    lo, width = np.log(low), np.array([1.0])
+    coef = (rng.standard_normal((pieces, n)) + 1j * rng.standard_normal((pieces, n))) / 2.0 ** np.arange(n)
+    first = np.zeros(rows, dtype=np.int64)
+    got = log_chebyshev.log_interpolate(x, coef, low, top, lo, width, np.array([pieces]), first)
+    assert got.dtype == np.complex128
+    y = np.clip(np.log(x), -3.0, 3.0)
+    piece = np.clip(np.floor(y + 3.0), 0, pieces - 1)
+    u = np.clip(2.0 * (y + 3.0 - piece) - 1.0, -1.0, 1.0)
+    expected = coef[piece.astype(np.int64), n - 1]
+    for j in range(n - 2, -1, -1):
+        expected = expected * u + coef[piece.astype(np.int64), j]
+    assert np.abs(got - expected).max() <= 1e-14 * np.abs(coef).sum(axis=1).max()
+    parts = [log_chebyshev.log_interpolate(x, c, low, top, lo, width, np.array([pieces]), first) for c in (coef.real, coef.imag)]
+    assert got.real.tobytes() == parts[0].tobytes() and got.imag.tobytes() == parts[1].tobytes()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_training_under_a_schedule_through_the_expansion_resumes_bit_for_bit(dtype, monkeypatch):
     """The expansion's weights under a schedule are kept by last step and built from kept rates: a run restored from
