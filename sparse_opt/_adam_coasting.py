@@ -1295,11 +1295,12 @@ class AdamCoasting:
         sums, spread = np.zeros(x.shape), np.zeros(x.shape)
         for weight, phase, gamma in rates:
             first, last = moduli[gamma]
-            term = last - first
-            if phase:
+            if phase:  # Re(f (d1**K (gamma e**(i phase))**K G(q**K x) - c**K G(x))), the factors per row first
                 f = found[gamma, -phase]
-                term = before(f, shifted) * powers * (np.power(gamma, k_f) * np.exp(1j * phase * k_f))[:, None] - before(f, x) * scale
-            sums += term if weight is None else (weight[:, None] * term).real
+                late = weight * powers[:, 0] * power(gamma, k_f) * np.exp(1j * phase * k_f)
+                sums += _real_product(late, before(f, shifted)) - _real_product(weight * scale[:, 0], before(f, x))
+            else:
+                sums += (last - first) if weight is None else np.real(weight)[:, None] * (last - first)
             spread += (last + first) if weight is None else (last + first) * np.abs(weight)[:, None]
         delta = max(f.error() for f in found.values()) + 8.0 * U64
         turns = [abs(phase) for _, phase, _ in rates if phase]
