@@ -1104,21 +1104,17 @@ class AdamCoasting:
             spread = whole * magnitude[row_class, None]  # |F| of r bounds the moduli of r gamma e**(i phase)
             acc = np.zeros(x.shape)
             for (factor, phase, gamma), found in zip(rates, sums):
-                # Re(f (c**K F(x) - d1**K (gamma e**(i phase))**K F(q**K x))), the factors per window first
-                # (whole and after carry theirs already)
-                real = found is modulus
-                acc += _real_product((factor if real else factor * scale)[row_class], whole if real else found(wide))
+                term = whole if found is modulus else found(wide) * scale[row_class, None]
                 if rows.size:  # minus the steps after the window
-                    weight = factor if real else factor * powers
+                    later = after if found is modulus else found(shifted) * powers[on_far, None]
                     if gamma != 1.0:
-                        weight = weight * power(gamma, k_f)
+                        later *= np.power(gamma, k_f)[on_far, None]
                     if phase:
-                        weight = weight * np.exp(1j * phase * k_f)
-                    later = _real_product(weight[on_far], after if real else found(shifted))
-                    if every:
-                        acc -= later
-                    else:
-                        acc[rows] -= later
+                        later = later * np.exp(1j * phase * k_f)[on_far, None]
+                    term = term - later if every else term.copy()
+                    if not every:
+                        term[rows] -= later
+                acc += (factor[row_class, None] * term).real
             if every:
                 spread += after * magnitude[on_far, None]
             elif rows.size:
@@ -1295,12 +1291,11 @@ class AdamCoasting:
         sums, spread = np.zeros(x.shape), np.zeros(x.shape)
         for weight, phase, gamma in rates:
             first, last = moduli[gamma]
-            if phase:  # Re(f (d1**K (gamma e**(i phase))**K G(q**K x) - c**K G(x))), the factors per row first
+            term = last - first
+            if phase:
                 f = found[gamma, -phase]
-                late = weight * powers[:, 0] * power(gamma, k_f) * np.exp(1j * phase * k_f)
-                sums += _real_product(late, before(f, shifted)) - _real_product(weight * scale[:, 0], before(f, x))
-            else:
-                sums += (last - first) if weight is None else np.real(weight)[:, None] * (last - first)
+                term = before(f, shifted) * powers * (np.power(gamma, k_f) * np.exp(1j * phase * k_f))[:, None] - before(f, x) * scale
+            sums += term if weight is None else (weight[:, None] * term).real
             spread += (last + first) if weight is None else (last + first) * np.abs(weight)[:, None]
         delta = max(f.error() for f in found.values()) + 8.0 * U64
         turns = [abs(phase) for _, phase, _ in rates if phase]
@@ -2490,20 +2485,6 @@ def _one_minus_power(beta: float, t: np.ndarray) -> np.ndarray:
     if beta == 0.0:
         return np.ones(np.shape(t))
     return -np.expm1(np.asarray(t, dtype=np.float64) * math.log(beta))
-
-
-def _real_product(w: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """``Re(w[:, None] * v)`` for one factor a row ``w`` and entries ``v``, real or complex, in real arithmetic.
-
-    numpy's complex products convert a real operand first and move twice
-    the bytes: ``Re(w v) = Re(w) Re(v) - Im(w) Im(v)`` takes the parts alone.
-    """
-    if not np.iscomplexobj(v):
-        return np.real(w)[:, None] * v
-    out = np.real(w)[:, None] * v.real
-    if np.iscomplexobj(w):
-        out -= w.imag[:, None] * v.imag
-    return out
 
 
 def _whole_rows(x: np.ndarray, last: np.ndarray) -> bool:

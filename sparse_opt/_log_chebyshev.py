@@ -127,16 +127,10 @@ def log_interpolate(
     may hold one value for every row. Rows are taken ``INTERPOLATE_BATCH``
     entries at a time, so that the batch's arrays stay in cache, and each
     term's coefficients are gathered as Horner's rule takes them (from a row of
-    ``coef.T``, contiguous: faster than gathering every term at once). Complex
-    coefficients are evaluated as two real polynomials, their real and
-    imaginary parts, at the same ``u`` and pieces: the same values as complex
-    Horner's rule (a complex times the real ``u`` is each part times ``u``),
-    in half its time (numpy's complex arithmetic with a real operand converts
-    it first, and its gathers move 16 bytes an entry).
+    ``coef.T``, contiguous: faster than gathering every term at once).
     """
     n = coef.shape[-1]
-    parts = [coef.real, coef.imag] if np.iscomplexobj(coef) else [coef]
-    by_terms = [np.ascontiguousarray(part.T) for part in parts]  # (n, pieces): a term's coefficients contiguous
+    by_term = np.ascontiguousarray(coef.T)  # (n, pieces): a term's coefficients contiguous, for the gathers
     out = np.empty(x.shape, dtype=np.result_type(coef.dtype, np.float64))  # complex for complex coefficients
     rows = max(1, INTERPOLATE_BATCH // max(x.shape[1], 1))
     for r0 in range(0, x.shape[0], rows):
@@ -155,13 +149,10 @@ def log_interpolate(
         np.clip(u, -1.0, 1.0, out=u)
         index = piece.astype(np.int64)
         index += first[r][:, None]  # within the rows' pieces: no bounds to check
-        term = np.empty(u.shape)
-        for k, by_term in enumerate(by_terms):
-            acc = out[r] if len(by_terms) == 1 else np.empty(u.shape)
-            by_term[n - 1].take(index, out=acc, mode="clip")
-            for j in range(n - 2, -1, -1):
-                acc *= u
-                acc += by_term[j].take(index, out=term, mode="clip")
-            if len(by_terms) > 1:
-                (out.real if k == 0 else out.imag)[r] = acc
+        acc = out[r]
+        by_term[n - 1].take(index, out=acc, mode="clip")
+        term = np.empty_like(acc)
+        for j in range(n - 2, -1, -1):
+            acc *= u
+            acc += by_term[j].take(index, out=term, mode="clip")
     return out

@@ -267,10 +267,6 @@ class SettledSum:
     def _series_values(self, x: np.ndarray, series: np.ndarray | None = None) -> np.ndarray:
         """``F(x)`` for ``x <= exp(Y0)`` by its series in ``x / eps`` (Horner's rule; ``series``: other ``c_n``, ``|F|``'s)."""
         series = self._series if series is None else series
-        if np.iscomplexobj(series):  # each part by itself (z is real): no complex products
-            out = np.empty(x.shape, dtype=series.dtype)
-            out.real, out.imag = self._series_values(x, series.real), self._series_values(x, series.imag)
-            return out
         z = -(x / self.eps)
         acc = np.full(x.shape, series[-1])
         for c in series[-2::-1]:
