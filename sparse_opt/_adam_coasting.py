@@ -68,14 +68,15 @@ sum_{i in block} w_i / (1 - e_i t)``, ``w_i = c**(k-i) a_i > 0``. The steps of a
 window are cut into blocks over which ``b`` varies by less than
 ``BLOCK_RATIO = 2`` (``b_c`` the block's largest ``b``, so ``0 <= e_i < 1/2``).
 ``H`` is analytic except for poles at ``t = 1 / e_i > 2``, while ``t`` stays in
-``[0, 1)`` for every ``x >= 0``: a Chebyshev interpolant of ``H`` on the
+``[0, 1)`` for every ``x >= 0``: the Chebyshev series of ``H`` on the
 interval of ``t`` the block's entries use converges geometrically, at a rate
 set by the distance to the nearest pole and *not* by ``x``, ``eps``, the betas
-or the gap; the number of terms is read off the Bernstein ellipse
-(:meth:`AdamCoasting._chebyshev_terms`, error below ``tol / 4`` of ``H``; at
-most 15 terms in float32, 27 in float64, typically 4 to 12). Every ``w_i``,
-``e_i`` and ``H`` value is positive, so neither the sums nor the
-interpolation cancel. Terms whose ``b_i x`` stays below ``tol * eps / 4`` for
+or the gap. Each pole's series is known in closed form, so the coefficients
+are sums over the block's steps (:func:`_series_coefficients`) and the tail
+after ``n`` terms is bounded exactly (:func:`_series_terms`, error below
+``tol / 4`` of ``H``; at most 13 terms in float32, 24 in float64, typically
+4 to 10). Every ``w_i``, ``e_i``, coefficient and ``H`` value is positive, so
+the sums do not cancel. Terms whose ``b_i x`` stays below ``tol * eps / 4`` for
 every entry are ``w_i / eps`` to rounding and are summed as one constant.
 
 The window of a block sum: term ``i`` is below ``C r**(i-1)`` of term 1 with
@@ -88,7 +89,7 @@ With ``beta1 / c < 1`` that is finite for every input; it grows with
 *Cost.* The weights depend on the row's ``(s, k)`` only (``k`` is fixed by
 ``s``: every catch-up brings its rows through the same step), so all rows
 with the same last step share one set of blocks: per distinct ``s``, O(K)
-weights and O(K N) node sums (``K = min(k, L)``); per entry, one Chebyshev
+weights and O(K N) coefficient sums (``K = min(k, L)``); per entry, one Chebyshev
 evaluation per block of its row, O(N) in the dtype, with the rows sorted by
 the terms their first block needs. The rows last touched before the latest
 last step ``s*`` of a catch-up share the steps after it, by the composition
@@ -345,9 +346,9 @@ SMOOTH_BLOCKS = 6
 PIECE_WIDTH = 0.5
 #: Entries a piece must serve for a window to be summed through pieces (its nodes cost about that many entries).
 SMOOTH_ENTRIES = 20
-#: Summed steps times Chebyshev nodes the node sums of :meth:`AdamCoasting._blocks` evaluate in one numpy pass.
+#: Summed steps times Chebyshev terms (or nodes) the coefficient sums of :meth:`AdamCoasting._blocks` (and the node sums of :meth:`AdamCoasting._stretch_nodes`) evaluate in one numpy pass.
 NODE_BATCH = 1 << 16
-#: Steps times nodes one pass of the node sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
+#: Steps times terms one pass of the coefficient sums costs beside its work (for choosing runs of blocks, :meth:`AdamCoasting._blocks`).
 RUN_COST = 5000
 #: Flat steps of a window from which their weights are summed pairwise (:meth:`AdamCoasting._flat_sums`).
 PAIRWISE_FROM = 64
@@ -702,11 +703,15 @@ class AdamCoasting:
             p *= self.rate.decay(last, through, dtype).astype(dtype)
         elif self.c != 1.0:
             p *= power(self.c, k).astype(dtype)
-        m_start, v_start = m.copy(), v.copy()
-        m *= power(self.decay1, k).astype(dtype)
+        decay1 = power(self.decay1, k).astype(dtype)
+        m_start = m.copy() if _may_stall(m, decay1, self.m_floor) else None
+        v_start = v.copy() if _may_stall(v, decay2, self.v_floor) else None
+        m *= decay1
         v *= decay2
-        _stall(m, m_start, self.m_floor)
-        _stall(v, v_start, self.v_floor)
+        if m_start is not None:
+            _stall(m, m_start, self.m_floor)
+        if v_start is not None:
+            _stall(v, v_start, self.v_floor)
         if coast is not None:
             np.subtract(p, coast, out=p, where=coasting)
         if direct is not None:
@@ -726,7 +731,7 @@ class AdamCoasting:
         whole rows costs less than two over masked parts.
         """
         window = np.minimum(gap, self.window)
-        b_last = self.decay2 ** (window / 2) / np.sqrt(1.0 - power(self.beta2, last + window))
+        b_last = self._powers(self.decay2, 0.5, window) / self._bias_correction(self.beta2, last + window, root=True)
         with np.errstate(divide="ignore"):
             return b_last, (self.eps / (THETA * b_last)).astype(self.dtype)
 
@@ -739,9 +744,12 @@ class AdamCoasting:
         """
         if not _whole_rows(x, last):
             return None
-        live = coasting.any(axis=1)
-        if np.count_nonzero(coasting) != np.count_nonzero(live) * x.shape[1]:
-            return None
+        coasts = np.count_nonzero(coasting)
+        live = last[:, 0] < through  # the dormant rows: when all their entries coast, no reduction along rows
+        if coasts != np.count_nonzero(live) * x.shape[1]:
+            live = coasting.any(axis=1)
+            if coasts != np.count_nonzero(live) * x.shape[1]:
+                return None
         s_rows = np.where(live[:, None], last, through)
         return _row_extremes(x, x), s_rows, through - s_rows
 
@@ -1773,12 +1781,12 @@ class AdamCoasting:
             pieces = self._pieces(x_min[many], x_max[many], b_c[start[many]])[3]
             smooth[many] = entries[many] >= SMOOTH_ENTRIES * pieces
         target = np.where(smooth[blk_owner], self.tol / 64, self.tol / 4)
-        needed = self._chebyshev_terms(e_max, t_mid, t_half, target)
+        needed = _series_terms(1.0 - e_max * t_mid, e_max * t_half, target)
         terms = int(needed.max()) if nb else 1
-        # 1 - e_i t at the node t = mid + half cos(theta) of step i's block: (1 - e_i mid) - (e_i half) cos(theta)
+        # 1 - e_i t at t = mid + half u of step i's block: (1 - e_i mid) - (e_i half) u
         level, slope = 1.0 - e * t_mid[blk], e * t_half[blk]
-        # each run of blocks that need as many nodes at that many (a slice of the steps each), where that saves a
-        # fifth of the node sums counting a pass's overhead as RUN_COST steps; else every block at the same nodes
+        # each run of blocks that need as many terms at that many (a slice of the steps each), where that saves a
+        # fifth of the coefficient sums counting a pass's overhead as RUN_COST steps; else every block at as many
         runs = None
         if owner.size * terms > 2 * RUN_COST:  # (a training step's windows: one pass for all, see NODE_BATCH)
             bounds = [0, *(np.flatnonzero(np.diff(needed)) + 1).tolist(), nb]
@@ -1786,12 +1794,12 @@ class AdamCoasting:
             work = (ends[bounds[1:]] - starts[bounds[:-1]]) * needed[bounds[:-1]]
             runs = bounds if work.sum() + RUN_COST * work.size < 0.8 * owner.size * terms else None
         if runs is None:
-            coef = _node_coefficients(w, level, slope, starts, terms)
+            coef = _series_coefficients(w, level, slope, starts, terms)
         else:
             coef = np.zeros((nb, terms))
             for b0, b1 in zip(runs[:-1], runs[1:]):
                 lo, hi, n = int(starts[b0]), int(ends[b1]), int(needed[b0])
-                coef[b0:b1, :n] = _node_coefficients(w[lo:hi], level[lo:hi], slope[lo:hi], starts[b0:b1] - lo, n)
+                coef[b0:b1, :n] = _series_coefficients(w[lo:hi], level[lo:hi], slope[lo:hi], starts[b0:b1] - lo, n)
         return const, start, count, b_c, t_mid, t_half, coef, needed, smooth
 
     def _window_terms(
@@ -2345,34 +2353,6 @@ class AdamCoasting:
             window = np.log(self.tol * (1.0 - r) * bc1 / 4.0) / math.log(r)
         return np.minimum(np.ceil(window) + 1, k).astype(np.int64)
 
-    def _chebyshev_terms(self, e_max: np.ndarray, mid: np.ndarray, half: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Chebyshev terms for ``H(t) = sum w_i / (1 - e_i t)`` on ``[mid - half, mid + half]``, per block (``e_i < 1/2``).
-
-        ``H`` is analytic inside the Bernstein ellipse of the interval through
-        its nearest pole ``1 / e_max``: ``rho = a + sqrt(a**2 - 1)`` with ``a =
-        (1 / e_max - mid) / half``. On the ellipse of ``r = rho**0.9``, whose
-        points have ``|t| <= t_far = mid + half (r + 1/r) / 2``, ``|H| <= H(0) /
-        (1 - e_max t_far)``, while ``H >= H(0)`` on the interval (``t >= 0``):
-        the interpolant of degree ``n`` (``n + 1`` terms) errs by less than ``4 M /
-        (r**n (r - 1))`` (Trefethen, *Approximation Theory and Approximation
-        Practice*, Thm 8.2), kept below ``target`` of ``H`` (per block: ``tol / 4``,
-        or ``tol / 64`` for the blocks :meth:`_smooth_sums` reads). (The count was one
-        term short, reading the theorem's degree as the number of terms: two
-        coordinates of one block whose ``t`` differed by 1e-10 were 363 ulps off
-        with ``eps = 1e-12``, where one constant term stood for ``H``.)
-        """
-        out = np.ones(e_max.shape, dtype=np.int64)
-        live = e_max > 0
-        if live.any():
-            e, c, h, goal = e_max[live], mid[live], half[live], np.broadcast_to(target, e_max.shape)[live]
-            a = (1.0 / e - c) / h
-            r = (a + np.sqrt(a * a - 1.0)) ** 0.9
-            far = e * (c + h * (r + 1.0 / r) / 2)
-            bound = 1.0 / (1.0 - far)
-            degree = np.maximum(0, np.ceil(np.log(4.0 * bound / (goal * (r - 1.0))) / np.log(r)))
-            out[live] = degree + 1
-        return out
-
     def _replay(self, p: np.ndarray, m: np.ndarray, v: np.ndarray, s: np.ndarray, k: np.ndarray) -> np.ndarray:
         """Dense Adam's zero-gradient steps one by one, for 1-D arrays of coordinates; returns the new ``p``.
 
@@ -2507,24 +2487,70 @@ def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
 
 
-def _node_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
-    """Chebyshev coefficients, ``n`` per block, of ``H(t) = sum w_i / (1 - e_i t)`` on each block's interval.
+def _pole_series(level: np.ndarray, slope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(r, q)`` of ``1 / (A - B u) = (1 / r) (1 + 2 sum_{j>=1} q**j T_j(u))`` for ``A = level > B = slope >= 0``.
 
-    The steps come in blocks beginning at ``starts``; at the node ``t = mid +
-    half cos(theta)`` of a step's block, ``1 - e_i t = level_i - slope_i
-    cos(theta)``. ``H`` is summed at the ``n`` Chebyshev nodes (``NODE_BATCH``
-    steps times nodes a pass) and transformed. Returns shape ``(blocks, n)``.
+    ``r = sqrt((A - B)(A + B))`` and ``q = B / (A + r)`` (the generating
+    function of the Chebyshev polynomials, ``sum_j q**j T_j(u) = (1 - q u) /
+    (1 - 2 q u + q**2)``; Mason and Handscomb, *Chebyshev Polynomials*, 5.1). With
+    ``e < 1/2`` and ``t <= 1`` both factors of ``r`` exceed 1/2: no cancellation.
     """
-    theta = np.pi * (np.arange(n) + 0.5) / n
-    values = np.zeros((n, starts.size))
-    group = max(1, NODE_BATCH // max(w.size, 1))  # nodes summed per pass
-    for q in range(0, n if starts.size else 0, group):
-        den = np.multiply(slope, -np.cos(theta[q : q + group])[:, None])  # (nodes, steps)
-        den += level
-        np.divide(w, den, out=den)
-        values[q : q + group] = np.add.reduceat(den, starts, axis=1)
-    coef = values.T @ (np.cos(np.outer(theta, np.arange(n))) * (2.0 / n))
-    coef[:, 0] /= 2
+    root = np.sqrt((level - slope) * (level + slope))
+    return root, slope / (level + root)
+
+
+def _series_terms(level: np.ndarray, slope: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Terms of the Chebyshev series of ``H(t) = sum w_i / (1 - e_i t)`` that reach ``target`` of ``H``, per block.
+
+    ``level`` and ``slope`` are :func:`_series_coefficients`' ``A`` and
+    ``B`` of each block's step of largest ``e`` (``e_max < 1/2``). The
+    series of one step's term is ``(1 / r) (1 + 2 sum_{j>=1} q**j
+    T_j(u))``, so the terms from ``j = n`` on are at most ``2 q**n / (r
+    (1 - q))`` times its ``w``, while the term itself is at least ``w / (A
+    + B)`` on ``u in [-1, 1]``: relative to it, the tail is at most
+    ``2 q**n (A + B) / (r (1 - q))``. That grows with ``e`` (``q`` and
+    ``(A + B) / (A - B)`` do), and every term is positive, so the step of
+    largest ``e`` bounds the whole block's tail relative to ``H``. ``n``
+    is the least count that holds the bound below ``target`` (per block:
+    ``tol / 4``, or ``tol / 64`` for the blocks :meth:`AdamCoasting._smooth_sums`
+    reads); ``q = 0`` (every ``e = 0``: ``H`` constant) takes one term.
+    """
+    out = np.ones(level.shape, dtype=np.int64)
+    root, q = _pole_series(level, slope)
+    live = q > 0
+    if live.any():
+        q, goal = q[live], np.broadcast_to(target, level.shape)[live]
+        ratio = 2.0 * (level[live] + slope[live]) / (root[live] * (1.0 - q))
+        out[live] = np.maximum(1, np.ceil(np.log(goal / ratio) / np.log(q)))
+    return out
+
+
+def _series_coefficients(w: np.ndarray, level: np.ndarray, slope: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` Chebyshev series coefficients of ``H(t) = sum w_i / (1 - e_i t)`` on each block's interval.
+
+    The steps come in blocks beginning at ``starts``; with ``t = mid + half
+    u``, ``1 - e_i t = level_i - slope_i u`` (``A_i - B_i u``), and by
+    :func:`_pole_series`::
+
+        c_0 = sum_i w_i / r_i,   c_j = 2 sum_i w_i q_i**j / r_i   (j >= 1),
+
+    sums of positive terms, with ``q_i**j`` by repeated products (``j``
+    roundings). Columns of ``j`` are computed ``NODE_BATCH`` steps times
+    columns at a time. Returns shape ``(blocks, n)``.
+    """
+    root, q = _pole_series(level, slope)
+    coef = np.empty((starts.size, n))
+    group = max(1, NODE_BATCH // max(w.size, 1))  # columns of j a pass
+    carry = w / root  # w_i q_i**j / r_i at the pass's first j
+    for j in range(0, n if starts.size else 0, group):
+        cols = min(group, n - j)
+        powers = np.empty((w.size, cols))
+        powers[:, 0] = carry
+        powers[:, 1:] = q[:, None]
+        np.cumprod(powers, axis=1, out=powers)
+        coef[:, j : j + cols] = np.add.reduceat(powers, starts, axis=0)
+        carry = powers[:, -1] * q
+    coef[:, 1:] *= 2
     return coef
 
 
@@ -2631,6 +2657,19 @@ def stall_floor(factor: float, dtype: np.dtype, lerp: bool) -> float:
     while kept(n + 1) and n < (1 << 52):
         n += 1
     return float(dt(n) * tiny)
+
+
+def _may_stall(x: np.ndarray, factor: np.ndarray, floor: float) -> bool:
+    """Whether decaying ``x`` by ``factor`` (broadcasting) may bring a nonzero entry below ``floor`` (:func:`_stall`).
+
+    False only when it provably does not: the least ``|x|`` times the least
+    factor is at least ``2 floor``, so every rounded product of a nonzero entry
+    stays above ``floor``. Two passes over ``x``, against the copy and the four
+    of :func:`_stall` it saves.
+    """
+    if floor == 0.0 or not x.size:
+        return False
+    return not float(np.abs(x).min()) * float(np.min(factor)) >= 2.0 * floor
 
 
 def _stall(x: np.ndarray, start: np.ndarray, floor: float) -> None:
