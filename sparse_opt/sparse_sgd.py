@@ -32,9 +32,12 @@ analogue.
 Under a learning-rate schedule (``lr`` a callable ``t -> lr_t``) each step
 uses its own rate; a dormant step ``j`` is ``M_j`` with ``lr_j``, and a gap is
 the ordered product ``M_t ... M_{s+1}``, formed for every distinct last step
-in one pass from ``t`` back to the earliest (float64; a built-in schedule's
-stretches of one constant rate are matrix powers): O(longest gap) rates per
-catch-up, O(its non-constant steps) for a built-in schedule. Without weight
+in one pass from ``t`` back to the earliest (float64 products in pairs, then a
+suffix scan over the last steps; a built-in schedule's stretches of one
+constant rate are matrix powers): O(longest gap) rates per catch-up, O(its
+non-constant steps) for a built-in schedule. The products are held near the
+identity as ``a - 1`` (``1 - lr_j*wd`` is never rounded), so that a map of
+``k`` steps carries ``O(log k)`` roundings rather than ``k``. Without weight
 decay the product is ``[[1, -sum_i lr_{s+i} mu**i], [0, mu**k]]`` and only the
 first few hundred steps of the sum count (``mu = 0.9``; about ``39 / (1 -
 mu)``): O(1 / (1 - mu)) rates per distinct last step, whatever the gap.
@@ -183,8 +186,11 @@ def sgd_scheduled_map(
     (:func:`sgd_dormant_map`, all of them in one call: O(log n)); the other
     steps come in items of at most ``DECAY_BLOCK``, multiplied in pairs, all
     items of a batch at once (:func:`_item_products`): O(their number), in
-    float64, so that a map of ``k`` steps carries up to ``k`` roundings (as
-    dense SGD's own float64 steps do). Without weight decay and with ``0 <=
+    float64. The items are chained by a suffix scan (``log2`` of their number
+    passes). Every product is kept in the near-identity form of
+    :func:`_compose` (``1 - lr*wd`` is never rounded), so that a map of ``k``
+    steps carries ``O(log k)`` roundings, where a product of the rounded
+    factors, step after step, carries ``k``. Without weight decay and with ``0 <=
     mu < 1`` the product is ``[[1, -sum_{i=1}^{k} lr_{s+i} mu**i], [0,
     mu**k]]``, and the sum stops after ``n`` steps once the rest, at most
     ``peak mu**(n+1) / (1 - mu)`` (every rate is at most the schedule's peak),
@@ -202,10 +208,14 @@ def sgd_scheduled_map(
         return tuple(out[:, inverse.reshape(-1)])
     lo, hi, constant = _items(rates, unique[unique < through] + 1, first, through)
     products = np.empty((4, lo.size))
+    near = np.zeros(lo.size, dtype=bool)
     if constant.any():
         lr = rates.at_steps(lo[constant])
         k = hi[constant] - lo[constant] + 1
-        products[:, constant] = sgd_dormant_map(k, lr=lr, weight_decay=weight_decay, momentum=momentum)
+        power = np.array(sgd_dormant_map(k, lr=lr, weight_decay=weight_decay, momentum=momentum))
+        near[constant] = np.abs(power[0] - 1.0) <= 0.5
+        power[0] = np.where(near[constant], power[0] - 1.0, power[0])  # exact (Sterbenz) for a in [1/2, 3/2]
+        products[:, constant] = power
     walked = np.flatnonzero(~constant)
     size = hi[walked] - lo[walked] + 1
     batch = np.unique(np.searchsorted(np.cumsum(size), np.arange(0, int(size.sum()), DECAY_BLOCK), side="right"))
@@ -218,18 +228,60 @@ def sgd_scheduled_map(
             lr = rates.over(begin_step, begin_step + span)[steps - begin_step]
         else:
             lr = rates.at_steps(steps)
-        products[:, items] = _item_products(lr, sizes, weight_decay, momentum)
-    # chain the items from the latest back; each start's map is the product down to its first step
-    record = np.searchsorted(lo, unique + 1)  # the item that starts at s + 1
-    acc_a, acc_b, acc_c, acc_d = 1.0, 0.0, 0.0, 1.0
-    wanted = {int(item): n for n, item in enumerate(record.tolist()) if unique[n] < through}
-    for item in range(lo.size - 1, -1, -1):
-        a, b, c, d = products[:, item].tolist()
-        acc_a, acc_b = acc_a * a + acc_b * c, acc_a * b + acc_b * d
-        acc_c, acc_d = acc_c * a + acc_d * c, acc_c * b + acc_d * d
-        if item in wanted:
-            out[:, wanted[item]] = acc_a, acc_b, acc_c, acc_d
+        *entries, near[items] = _item_products(lr, sizes, weight_decay, momentum)
+        products[:, items] = entries
+    # each item times every later one, P_i = I_last ... I_i, by a suffix scan; a start's map is P at its first item
+    chain = (*products, near)
+    shift = 1
+    while shift < lo.size:
+        later = _compose(tuple(x[shift:] for x in chain), tuple(x[:-shift] for x in chain))
+        chain = tuple(np.concatenate([x, y[y.size - shift :]]) for x, y in zip(later, chain))
+        shift *= 2
+    live = np.flatnonzero(unique < through)
+    record = np.searchsorted(lo, unique[live] + 1)  # the item that starts at s + 1
+    x, b, c, d, near = (part[record] for part in chain)
+    out[:, live] = np.where(near, 1.0 + x, x), b, c, d
     return tuple(out[:, inverse.reshape(-1)])
+
+
+def _compose(later: tuple[np.ndarray, ...], earlier: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """The products ``Q E`` of 2 x 2 matrices in near-identity form: each ``(x, b, c, d, near)``, arrays alike.
+
+    A matrix ``[[a, b], [c, d]]`` is held with ``x = a - 1`` where ``near``
+    (``|a - 1| <= 1/2``), else ``x = a``. A dormant step's ``a = 1 - lr*wd``
+    is then ``x = -lr*wd``, one rounding relative to ``lr*wd`` where ``1 -
+    lr*wd`` rounds at ``2**-53`` absolute: over ``k`` steps those roundings
+    add up to ``k`` of them, here to none. Two near factors give ``x = x_q +
+    x_e + x_q x_e + b_q c_e``, near while ``|x| <= 1/2``; once a product is
+    that far from the identity it is held as ``a`` and multiplied as usual
+    (each product a rounding relative to its entries, ``O(log k)`` over a
+    tree of ``k`` steps). ``b`` and ``c`` take the near factor's ``1 + x``
+    as ``b + x b``.
+    """
+    xq, bq, cq, dq, nq = later
+    xe, be, ce, de, ne = earlier
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging recurrence is refused by the caller's check
+        delta = xq + xe
+        delta += xq * xe
+        delta += bq * ce
+        b, c = xq * be, cq * xe
+        if nq.all() and ne.all():  # (a gap's first levels: every factor near the identity)
+            near = np.abs(delta) <= 0.5
+            x = delta if near.all() else np.where(near, delta, delta + 1.0)
+            b += be
+            c += cq
+        else:
+            both = nq & ne
+            plain = np.where(nq, 1.0 + xq, xq) * np.where(ne, 1.0 + xe, xe) + bq * ce
+            near = both & (np.abs(delta) <= 0.5)
+            x = np.where(near, delta, np.where(both, 1.0 + delta, plain))
+            b = np.where(nq, be + b, b)
+            c = np.where(ne, cq + c, c)
+        b += bq * de
+        c += dq * ce
+        d = cq * be
+        d += dq * de
+    return x, b, c, d, near
 
 
 def _items(rates: LearningRate, cuts: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -262,13 +314,14 @@ def _items(rates: LearningRate, cuts: np.ndarray, first: int, last: int) -> tupl
     return lo, hi, constant
 
 
-def _item_products(lr: np.ndarray, sizes: np.ndarray, weight_decay: float, momentum: float) -> np.ndarray:
-    """``M_n ... M_1`` of each item, ``(4, items)``: the rates ``lr`` of the items' steps, item after item, ``sizes`` each.
+def _item_products(lr: np.ndarray, sizes: np.ndarray, weight_decay: float, momentum: float) -> tuple[np.ndarray, ...]:
+    """``M_n ... M_1`` of each item in the near-identity form of :func:`_compose`: ``(x, b, c, d, near)``, one per item.
 
-    Each item is padded to a power of two with identity matrices and the items
-    are laid out largest first; a level multiplies neighbours in pairs (later
-    times earlier) over the items still longer than one, so that all items
-    take ``log2`` of the longest's length numpy passes.
+    ``lr`` holds the rates of the items' steps, item after item, ``sizes``
+    each. Each item is padded to a power of two with identity matrices and
+    the items are laid out largest first; a level multiplies neighbours in
+    pairs (later times earlier) over the items still longer than one, so
+    that all items take ``log2`` of the longest's length numpy passes.
     """
     padded = np.left_shift(1, np.ceil(np.log2(np.maximum(sizes, 1))).astype(np.int64))
     order = np.argsort(-padded, kind="stable")
@@ -279,9 +332,12 @@ def _item_products(lr: np.ndarray, sizes: np.ndarray, weight_decay: float, momen
     dst = np.repeat(at, count) + within
     rate = lr[np.repeat(src[order], count) + within]
     total = int(padded.sum())
-    m = [np.ones(total), np.zeros(total), np.zeros(total), np.ones(total)]
-    m[0][dst], m[1][dst], m[2][dst], m[3][dst] = 1.0 - rate * weight_decay, -rate * momentum, weight_decay, momentum
-    out = np.empty((4, sizes.size))
+    m = [np.zeros(total), np.zeros(total), np.zeros(total), np.ones(total), np.ones(total, dtype=bool)]
+    lr_wd = rate * weight_decay
+    near = lr_wd <= 0.5
+    m[0][dst], m[4][dst] = np.where(near, -lr_wd, 1.0 - lr_wd), near
+    m[1][dst], m[2][dst], m[3][dst] = -rate * momentum, weight_decay, momentum
+    out = [np.empty(sizes.size), np.empty(sizes.size), np.empty(sizes.size), np.empty(sizes.size), np.empty(sizes.size, dtype=bool)]
     length = padded[order].copy()
     live = sizes.size
     while live:
@@ -293,10 +349,9 @@ def _item_products(lr: np.ndarray, sizes: np.ndarray, weight_decay: float, momen
             m = [x[: x.size - done] for x in m]
         if not live:
             break
-        e, q = [x[0::2] for x in m], [x[1::2] for x in m]  # earlier, later
-        m = [q[0] * e[0] + q[1] * e[2], q[0] * e[1] + q[1] * e[3], q[2] * e[0] + q[3] * e[2], q[2] * e[1] + q[3] * e[3]]
+        m = list(_compose(tuple(x[1::2] for x in m), tuple(x[0::2] for x in m)))  # later times earlier
         length[:live] //= 2
-    return out
+    return tuple(out)
 
 
 def _momentum_sums(starts: np.ndarray, through: int, rates: LearningRate, momentum: float) -> tuple[np.ndarray, ...]:
