@@ -312,6 +312,7 @@ import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
+from sparse_opt._coalesce import distinct
 from sparse_opt._discrete_gauss import rules as gauss_rules
 from sparse_opt._log_chebyshev import clenshaw, log_coefficients, log_interpolate, log_nodes, piece_terms
 from sparse_opt._powers import power, steps_below
@@ -853,7 +854,7 @@ class AdamCoasting:
             whole = bool(wanted.all())  # the rows that coast do so in every entry: no masks
             x_row, x_low = _row_extremes(x, x) if whole else _row_extremes(np.where(wanted, x, 0), np.where(wanted, x, np.inf))
         # every catch-up brings its coordinates through the same step, so the window (s, k) is fixed by s
-        classes, row_class = _classes(last[:, 0] if rows is None else last[rows, 0])
+        classes, row_class = distinct(last[:, 0] if rows is None else last[rows, 0])
         x_class = np.zeros(len(classes))
         np.maximum.at(x_class, row_class, x_row)
         x_least = np.full(len(classes), np.inf)
@@ -1918,7 +1919,10 @@ class AdamCoasting:
     def _decays_after(self, steps: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """``prod_{j=step+1}^{end} c_j`` for each step and its window's end (:meth:`LearningRate.decay`, per end)."""
         out = np.empty(steps.shape)
-        for end in np.unique(ends).tolist():
+        if ends.size and ends.min() == ends.max():  # (every window of a catch-up ends at its step)
+            out[:] = self.rate.decay(steps, int(ends[0]), self.dtype)
+            return out
+        for end in distinct(ends)[0].tolist():
             mine = ends == end
             out[mine] = self.rate.decay(steps[mine], end, self.dtype)
         return out
@@ -2470,21 +2474,6 @@ def _one_minus_power(beta: float, t: np.ndarray) -> np.ndarray:
 def _whole_rows(x: np.ndarray, last: np.ndarray) -> bool:
     """Whether ``x`` holds whole table rows with one last step each: ``x`` is ``(R, C)`` and ``last`` ``(R, 1)``."""
     return x.ndim == 2 and np.shape(last) == (x.shape[0], 1)
-
-
-def _classes(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(last, return_inverse=True)`` for int64 steps, by counting when they span few steps (a training step's rows).
-
-    The distinct steps ascending, and each entry's position among them.
-    """
-    if not last.size:
-        return last, np.zeros(0, dtype=np.int64)
-    low = int(last.min())
-    span = int(last.max()) - low + 1
-    if span > 4 * last.size + 1024:
-        return np.unique(last, return_inverse=True)
-    present = np.bincount(last - low, minlength=span) > 0
-    return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[last - low]
 
 
 def _pole_series(level: np.ndarray, slope: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,9 @@ of the values into zeros, in the order given (except that a run of ``-0.0``
 sums to ``-0.0``, keeping the sign as a sum of ``-0.0`` values should). The
 helpers below compute exactly that, fourteen times faster than ``np.add.at`` on
 an embedding batch of 4096 ids of width 64 (measured: 0.12 ms against 1.6 ms),
-which is why they exist.
+which is why they exist. :func:`distinct` is ``np.unique(values,
+return_inverse=True)`` for the steps a catch-up groups its terms by, without
+the sort where the steps span few values or come in runs.
 """
 
 from __future__ import annotations
@@ -51,6 +53,31 @@ def run_lengths(starts: np.ndarray, total: int) -> np.ndarray:
     lengths[-1] = total
     lengths -= starts
     return lengths
+
+
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of the int64 ``values`` (any shape; the inverse is flat), the same arrays.
+
+    By counting (``np.bincount`` over the span) where the values span at most
+    ``4 n + 1024`` integers (the last steps of a training step's rows); else
+    by sorting only the heads of the runs of equal neighbours where those are
+    at most a quarter of the values (the pieces' starts, repeated for each of
+    their nodes); else by sorting. O(n + span) or O(n + runs log runs)
+    instead of O(n log n).
+    """
+    flat = values.reshape(-1)
+    if not flat.size:
+        return flat.astype(np.int64), np.zeros(0, dtype=np.int64)
+    low = int(flat.min())
+    span = int(flat.max()) - low + 1
+    if span <= 4 * flat.size + 1024:
+        present = np.bincount(flat - low, minlength=span) > 0
+        return np.flatnonzero(present) + low, (np.cumsum(present) - 1)[flat - low]
+    heads = run_starts(flat)
+    if 4 * heads.size <= flat.size:
+        unique, inverse = np.unique(flat[heads], return_inverse=True)
+        return unique, np.repeat(inverse, run_lengths(heads, flat.size))
+    return np.unique(flat, return_inverse=True)
 
 
 def sum_runs(values: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -42,6 +42,7 @@ import numpy as np
 
 from sparse_opt import _analytic_rates as analytic_rates
 from sparse_opt import schedules
+from sparse_opt._coalesce import distinct
 from sparse_opt._powers import power
 from sparse_opt._validation import check_decoupled_decay
 
@@ -233,7 +234,7 @@ class LearningRate:
         runs = self.runs(dtype)
         if runs is not None:
             return self._decay_by_runs(last, through, *runs)
-        starts, inverse = np.unique(last, return_inverse=True)
+        starts, inverse = distinct(last)
         out = np.ones(starts.shape)
         first = starts + 1  # the first step of each product
         top, carry = through, 1.0  # the products of the steps after `top` are done: P_{top + 1} = carry
@@ -278,7 +279,7 @@ class LearningRate:
         through)`` alone, as the step-by-step one. ``O(runs)`` per call
         whatever the gaps; each power within an ulp, each product one rounding.
         """
-        unique, inverse = np.unique(last, return_inverse=True)
+        unique, inverse = distinct(last)
         out = np.ones(unique.shape)
         live = unique < through
         if live.any():
