@@ -31,7 +31,10 @@ median times, DENSE_EQUIVALENT / DORMANCY_DECAY:
    decay and the exponential decay of 5 (a drop just after step 10**6: every
    window crosses it), as Adam. And the
    same for SGD (momentum 0.9, with and without coupled ``weight_decay``
-   0.01, at the constant rate and under the schedule), against LAZY.
+   0.01, at the constant rate and under the schedule), against LAZY. And as
+   AdamW (``--late-weight-decay``, 0.01) at gradient scale 1, at the constant
+   rate and under the schedule of 3, in each dtype of 5, with 2 warm-up and 5
+   timed steps (some of its steps take seconds).
 5. **Every optimizer and schedule**: the gap measurement of 2 (the shortest
    and the longest gap, one gradient scale) for Adam, AdamW (``weight_decay``
    0.01) and SGD (momentum 0.9, coupled ``weight_decay`` 0.01; against LAZY,
@@ -228,10 +231,10 @@ def every_grid(args: argparse.Namespace) -> None:
 
 
 def late_ratio(
-    args: argparse.Namespace, scale: float, beta1: float, beta2: float, scheduled: object = False
+    args: argparse.Namespace, scale: float, beta1: float, beta2: float, scheduled: object = False, weight_decay: float = 0.0
 ) -> tuple[float, float, float]:
     """Median step times of DENSE_EQUIVALENT and DORMANCY_DECAY from a late state (module docstring, 4), and their ratio
-    (``scheduled``: both under :data:`SCHEDULE` if True, or that schedule, as Adam)."""
+    (``scheduled``: both under :data:`SCHEDULE` if True, or that schedule; as AdamW with ``weight_decay``)."""
     rng = np.random.default_rng([args.seed, 3])
     base = rng.standard_normal((args.rows, args.cols)).astype(args.dtype) * 0.01
     rank = np.arange(1, args.rows + 1)
@@ -240,7 +243,7 @@ def late_ratio(
     modes = ("dense_equivalent", "dormancy_decay")
     opts = []
     for mode in modes:
-        opt = make_optimizer(base.copy(), mode, beta1, beta2, scheduled)
+        opt = make_optimizer(base.copy(), mode, beta1, beta2, scheduled, weight_decay)
         state = opt.state_dict()
         state.update(step_count=np.int64(LATE_STEP), last_step=LATE_STEP - gaps)
         state.update(m=(x * rng.uniform(-1.0, 1.0, x.shape)).astype(args.dtype), v=(x * x).astype(args.dtype))
@@ -249,6 +252,21 @@ def late_ratio(
     # a new batch every step (no batch repeats): each brings rows dormant since before the late state
     work = batches(args.rows, args.cols, args.batch, args.warmup + args.repeats, scale, args.dtype, args.seed)
     return interleaved(opts, work, args.warmup)
+
+
+def late_adamw(args: argparse.Namespace) -> None:
+    """Print measurement 4 as AdamW (``--late-weight-decay``) at gradient scale 1, at a constant rate and under
+    :data:`SCHEDULE`, in each of ``--every-dtypes`` (float32 alone when none): few steps, as a step can take seconds."""
+    timed = argparse.Namespace(**{**vars(args), "warmup": 2, "repeats": 5})
+    print(
+        f"\n## Late training as AdamW, weight_decay = {args.late_weight_decay:g}, gradient scale 1"
+        f" ({timed.warmup} warm-up, {timed.repeats} timed steps)\n"
+    )
+    print(f"{'dtype':>8} {'schedule':>14} {'beta1':>7} {'DE ms':>9} {'DD ms':>9} {'DE/DD':>7}")
+    for dtype, name, beta1 in itertools.product(args.every_dtypes or ["float32"], ("constant", "warmup_cosine"), (0.9, 0.9999)):
+        typed = argparse.Namespace(**{**vars(timed), "dtype": dtype})
+        de, dd, ratio = late_ratio(typed, 1.0, beta1, 0.999, EVERY_SCHEDULES[name], args.late_weight_decay)
+        print(f"{dtype:>8} {name:>14} {beta1:>7} {de * 1e3:>9.2f} {dd * 1e3:>9.2f} {ratio:>7.2f}", flush=True)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -272,6 +290,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--schedule-scales", type=float, nargs="*", default=None, help="gradient scales of the scheduled gap grid [1e-6; quick none]")
     p.add_argument("--schedule-weight-decay", type=float, default=0.01, help="AdamW's weight_decay under the schedule [0.01; 0: Adam only]")
     p.add_argument("--late-scales", type=float, nargs="*", default=None, help="gradient scales of the late-training grid [1 1e-6; quick 1e-6]")
+    p.add_argument("--late-weight-decay", type=float, default=0.01, help="AdamW's weight_decay late in training [0.01; 0: none]")
     p.add_argument("--every-dtypes", nargs="*", default=None, help="dtypes of measurement 5 [float32 float64; quick none]")
     p.add_argument("--every-scale", type=float, default=1e-6, help="gradient scale of measurement 5 [1e-6]")
     p.add_argument("--skip-train", action="store_true", help="only the gap grid")
@@ -370,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             de, lazy, ratio = late_sgd_ratio(args, scheduled, weight_decay)
             name = "warmup_cosine" if scheduled else "constant"
             print(f"{name:>14} {weight_decay:>5g} {de * 1e3:>9.2f} {lazy * 1e3:>9.2f} {ratio:>8.2f}", flush=True)
+    if args.late_weight_decay:
+        late_adamw(args)
     if args.every_dtypes and not args.skip_gaps:
         print(f"\n## Every optimizer and schedule: the step after a gap, as in 2, at gradient scale {args.every_scale:g}\n")
         every_grid(args)
