@@ -1917,10 +1917,16 @@ class AdamCoasting:
         return not self.weight_decay or self.rate.runs(self.dtype) is not None
 
     def _decays_after(self, steps: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        """``prod_{j=step+1}^{end} c_j`` for each step and its window's end (:meth:`LearningRate.decay`, per end)."""
+        """``prod_{j=step+1}^{end} c_j`` for each step and its window's end (:meth:`LearningRate.decay`, per end).
+
+        Steps that fill their span are taken step by step (``by_runs=False``): a catch-up's window terms late in
+        training are hundreds of thousands of distinct steps, whose powers by runs would cost a power each.
+        """
         out = np.empty(steps.shape)
         if ends.size and ends.min() == ends.max():  # (every window of a catch-up ends at its step)
-            out[:] = self.rate.decay(steps, int(ends[0]), self.dtype)
+            # steps that fill their span (the windows' terms, one by one): one pass over it, not a power per step
+            dense = int(ends[0]) - int(steps.min()) <= 2 * steps.size
+            out[:] = self.rate.decay(steps, int(ends[0]), self.dtype, by_runs=not dense)
             return out
         for end in distinct(ends)[0].tolist():
             mine = ends == end

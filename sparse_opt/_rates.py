@@ -202,7 +202,9 @@ class LearningRate:
             return None
         return _find_runs(self.schedule, self.weight_decay, np.dtype(dtype))
 
-    def decay(self, last: np.ndarray, through: int, dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
+    def decay(
+        self, last: np.ndarray, through: int, dtype: np.dtype = np.dtype(np.float64), by_runs: bool = True
+    ) -> np.ndarray:
         """``prod_{j=last+1}^{through} c_j`` for each entry of ``last`` (float64), ``c_j = dtype(1 - lr_j * wd)``.
 
         The factors are rounded to the parameters' dtype as dense training's
@@ -223,7 +225,12 @@ class LearningRate:
         ``DECAY_MEMO`` steps) are kept, and a call with the same ``through``
         and dtype reuses them, the same floats: a catch-up asks for its
         entries' decays, its windows' steps' and its shared tail's, each from
-        its step (one pass of rates instead of three).
+        its step (one pass of rates instead of three). ``by_runs=False`` takes
+        the step-by-step products even where there are runs: for steps that
+        fill most of their span (a late catch-up's window terms, hundreds of
+        thousands of distinct steps), a pass over the span costs less than a
+        power per step (float64 products within ``through - min(last)``
+        roundings instead of one).
         """
         last = np.asarray(last)
         if not self.weight_decay:
@@ -231,7 +238,7 @@ class LearningRate:
         if self.constant is not None:
             c = float(np.asarray(1.0 - self.constant * self.weight_decay, dtype=dtype))
             return power(c, through - last)
-        runs = self.runs(dtype)
+        runs = self.runs(dtype) if by_runs else None
         if runs is not None:
             return self._decay_by_runs(last, through, *runs)
         starts, inverse = distinct(last)
