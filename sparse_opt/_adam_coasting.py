@@ -2205,8 +2205,9 @@ class AdamCoasting:
         ``s + k`` (:meth:`LearningRate.decay`, one call per distinct end: every
         window of a catch-up ends at its step, or at the latest last step of
         its rows): the rates of the summed steps alone, and the decays' cost
-        (by runs of one factor where the dtype's factors allow, else one pass
-        from the earliest summed step).
+        (one pass from the earliest summed step where the steps fill their
+        span, else by runs of one factor where the dtype's factors allow:
+        :meth:`_decays_after`).
         """
         if not steps.size:
             return np.zeros(0)
