@@ -54,6 +54,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from sparse_opt._coalesce import distinct
 from sparse_opt._validation import check_scalar
 
 __all__ = [
@@ -664,7 +665,7 @@ def values_at(schedule: Callable[[int], float], steps: np.ndarray) -> np.ndarray
         return np.zeros(steps.shape)
     if int(steps.min()) < 1:
         check_step(int(steps.min()), "steps")
-    unique, inverse = np.unique(steps, return_inverse=True)
+    unique, inverse = distinct(steps)  # np.unique's arrays (a catch-up's pieces repeat their starts per node)
     if type(schedule) in _FUNCTION_NAMES:
         rates = schedule._rates(unique)  # type: ignore[attr-defined]
     else:
