@@ -2369,7 +2369,11 @@ class AdamCoasting:
 
         Each coordinate stops once the rest of its coasting is provably below
         ``tol * |p|`` or its ``m`` has underflowed to zero; its remaining weight
-        decay is then applied in closed form (module docstring).
+        decay is then applied in closed form (module docstring). An infinite
+        ``p`` (a run that has diverged) stops by the bound only where no step
+        can add the opposite infinity: with ``eps = 0`` and a ``v`` that
+        reaches 0 in the gap it is replayed until ``m / 0`` makes it NaN, as
+        dense Adam does, or until ``m`` underflows.
         """
         dt = self.dtype.type
         b1, b2, eps = dt(self.beta1), dt(self.beta2), dt(self.eps)
@@ -2405,11 +2409,15 @@ class AdamCoasting:
                     bound = scale * self.decay1 / ((1.0 - self.decay1) * self.eps)
                 if r_bound < 1:
                     bound = np.minimum(bound, scale * r_bound / ((1.0 - r_bound) * np.sqrt(va.astype(np.float64))))
-            finished |= bound <= self.tol * np.abs(pa.astype(np.float64))
+            # an infinite p stays what it is unless a step adds the opposite infinity or NaN: only with eps = 0,
+            # once v is 0 (m / 0); the bound says nothing of that (tol * inf), so such a p is replayed on
+            vanishes = np.zeros(pa.shape, dtype=bool)
             if self.eps == 0.0:
-                # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0 (v can reach 0 only if
-                # beta2 <= 0.5, see __call__)
+                # v is (or becomes) 0 before the gap ends (v can reach 0 only if beta2 <= 0.5, see __call__)
                 vanishes = (va == 0) | ((va * self.beta2 ** left.astype(np.float64) == 0) & (self.beta2 <= 0.5))
+            settled = np.isfinite(pa) | ~vanishes
+            finished |= (bound <= self.tol * np.abs(pa.astype(np.float64))) & settled
+            if self.eps == 0.0:  # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0
                 p[active[finished & (ma == 0) & (left > 0) & vanishes]] = np.nan
             rest[active[finished]] = np.maximum(left[finished], 0)
             stopped[active[finished]] = i
