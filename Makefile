@@ -41,7 +41,8 @@ test-e2e: $(STAMP)
 # (CPU), fbgemm-gpu-cpu 1.8.0 (the build that loads beside it; 1.9.0 needs torch 2.14) and torchrec 1.8.0
 # installed --no-deps (its metadata pulls the 498 MB CUDA fbgemm-gpu) with the few packages it needs.
 # Runs torch, FBGEMM, TorchRec (one process and two) live; TensorFlow where it is installed (skipped here).
-# Also DENSE_EQUIVALENT against torch's Adam, AdamW and SGD under random schedules (test_torch_live_schedules.py).
+# Also DENSE_EQUIVALENT against torch's Adam, AdamW and SGD under random schedules, long runs against an exact
+# (mpmath) oracle (test_torch_live_schedules.py).
 LIVE_VENV ?= .venv-live
 LIVE_STAMP := $(LIVE_VENV)/.installed
 LIVE_TESTS := tests/test_conformance_libraries.py tests/test_conformance_fbgemm.py tests/test_conformance_torchrec.py \
@@ -49,7 +50,7 @@ LIVE_TESTS := tests/test_conformance_libraries.py tests/test_conformance_fbgemm.
 $(LIVE_STAMP): pyproject.toml
 	@test -x $(LIVE_VENV)/bin/python || $(PYTHON) -m venv $(LIVE_VENV)
 	$(LIVE_VENV)/bin/python -m pip install torch==2.13.0 fbgemm-gpu-cpu==1.8.0 tensordict==0.15.3 \
-		torchmetrics==1.0.3 tqdm pyre-extensions "pytest>=8.0" "hypothesis>=6.100"
+		torchmetrics==1.0.3 tqdm pyre-extensions "pytest>=8.0" "hypothesis>=6.100" "mpmath>=1.3"
 	$(LIVE_VENV)/bin/python -m pip install --no-deps torchrec==1.8.0
 	$(LIVE_VENV)/bin/python -m pip install --no-deps -e .
 	@touch $(LIVE_STAMP)
