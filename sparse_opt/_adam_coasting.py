@@ -2409,16 +2409,17 @@ class AdamCoasting:
                     bound = scale * self.decay1 / ((1.0 - self.decay1) * self.eps)
                 if r_bound < 1:
                     bound = np.minimum(bound, scale * r_bound / ((1.0 - r_bound) * np.sqrt(va.astype(np.float64))))
-            # an infinite p stays what it is unless a step adds the opposite infinity or NaN: only with eps = 0,
-            # once v is 0 (m / 0); the bound says nothing of that (tol * inf), so such a p is replayed on
-            vanishes = np.zeros(pa.shape, dtype=bool)
+            negligible = bound <= self.tol * np.abs(pa.astype(np.float64))
             if self.eps == 0.0:
                 # v is (or becomes) 0 before the gap ends (v can reach 0 only if beta2 <= 0.5, see __call__)
                 vanishes = (va == 0) | ((va * self.beta2 ** left.astype(np.float64) == 0) & (self.beta2 <= 0.5))
-            settled = np.isfinite(pa) | ~vanishes
-            finished |= (bound <= self.tol * np.abs(pa.astype(np.float64))) & settled
-            if self.eps == 0.0:  # m == 0 with a v that is (or becomes) 0 before the gap ends: 0 / 0
-                p[active[finished & (ma == 0) & (left > 0) & vanishes]] = np.nan
+                # an infinite p stays what it is unless a step adds the opposite infinity, m / 0 once v is 0: the
+                # bound says nothing of that (tol * inf), so such a p is replayed on
+                negligible &= np.isfinite(pa) | ~vanishes
+                finished |= negligible
+                p[active[finished & (ma == 0) & (left > 0) & vanishes]] = np.nan  # 0 / 0 before the gap ends
+            else:
+                finished |= negligible
             rest[active[finished]] = np.maximum(left[finished], 0)
             stopped[active[finished]] = i
             active = active[~finished]

@@ -37,7 +37,8 @@ def test_distinct_is_np_unique_for_narrow_wide_and_repeated_steps(low, n, span, 
     _same_as_unique(heads)
 
 
-def test_distinct_takes_each_way_and_keeps_shapes(monkeypatch):
+def test_distinct_takes_each_way(monkeypatch):
+    """A narrow span is counted (no sort), runs sort their heads alone, anything else is sorted whole."""
     calls = []
     monkeypatch.setattr(np, "unique", lambda a, **kw: calls.append(a.size) or _UNIQUE(a, **kw))
     _same_as_unique(np.array([[7, 3, 3], [9, 7, 3]], dtype=np.int64))  # span 7: counted, no sort
